@@ -1,0 +1,52 @@
+import cors from '@fastify/cors';
+import swagger from '@fastify/swagger';
+import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
+import Fastify, { type FastifyInstance, type FastifyServerOptions } from 'fastify';
+import type { Config } from './config.js';
+import type { Clock } from './platform/clock.js';
+import type { Database } from './platform/db/database.js';
+import { BODY_LIMIT, genReqId, installErrorHandling, installValidators } from './platform/http.js';
+import { openApiOptions } from './platform/openapi.js';
+import type { RateLimiter } from './platform/rate-limit.js';
+import { catalogueRoutes } from './features/catalogue/routes.js';
+import { healthRoutes } from './features/health/routes.js';
+import { leadRoutes } from './features/leads/routes.js';
+import { evaluateRoutes } from './features/spend-policy/evaluate-routes.js';
+
+export interface AppDeps {
+  config: Config;
+  database: Database;
+  clock: Clock;
+  limiter: RateLimiter;
+  /** pino options, or false for silence (tests); defaults to the configured level. */
+  logger?: FastifyServerOptions['logger'];
+}
+
+export type App = FastifyInstance;
+
+/** The whole service as a function of its dependencies; tests drive it with inject(). */
+export async function buildApp(deps: AppDeps): Promise<App> {
+  const app = Fastify({
+    logger: deps.logger ?? { level: deps.config.logLevel, redact: ['req.headers.authorization', 'req.headers["payment-signature"]', 'req.headers["recovery-key"]'] },
+    genReqId,
+    bodyLimit: BODY_LIMIT,
+    trustProxy: deps.config.trustProxy.length ? deps.config.trustProxy : false,
+    routerOptions: { ignoreTrailingSlash: true },
+  }).withTypeProvider<TypeBoxTypeProvider>();
+
+  installValidators(app);
+  installErrorHandling(app);
+  await app.register(cors, {
+    origin: true,
+    methods: ['GET', 'POST', 'PUT', 'OPTIONS'],
+    allowedHeaders: ['content-type', 'authorization', 'if-match', 'payment-signature', 'report-id', 'recovery-key'],
+    exposedHeaders: ['payment-required', 'payment-response', 'retry-after', 'x-request-id', 'etag'],
+  });
+  await app.register(swagger, openApiOptions(deps.config));
+
+  await app.register(healthRoutes, deps);
+  await app.register(catalogueRoutes, deps);
+  await app.register(evaluateRoutes, deps);
+  await app.register(leadRoutes, deps);
+  return app;
+}

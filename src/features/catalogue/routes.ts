@@ -1,0 +1,104 @@
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
+import { Type, type TSchema } from 'typebox';
+import type { AppDeps } from '../../app.js';
+import { API_VERSION } from '../../platform/openapi.js';
+import { NETWORK, PAID_REPORTS, USDC_ADDRESS, type PaidReportName } from '../../platform/prices.js';
+import { PaymentProofRequest, PreflightRequest } from '../reports/schemas.js';
+import { EvaluateRequest } from '../spend-policy/schemas.js';
+import { TokenAddressRequest } from '../tokens/schemas.js';
+import { TERMS, PRIVACY } from './documents.js';
+
+const FREE_TOOLS: Array<{ name: string; endpoint: string; method: string; description: string; input: TSchema }> = [
+  { name: 'token-preview', endpoint: '/api/token-preview', method: 'POST', description: 'Token identity and market preview; no security verdict', input: TokenAddressRequest },
+  { name: 'token-coverage', endpoint: '/api/token-coverage', method: 'POST', description: 'Which evidence the paid token-risk report could cover for a token', input: TokenAddressRequest },
+  { name: 'spendpolicy-evaluate', endpoint: '/api/spendpolicy/evaluate', method: 'POST', description: 'Stateless advisory spend-policy evaluation', input: EvaluateRequest },
+];
+
+const PAID_INPUT: Record<PaidReportName, TSchema | null> = {
+  tokenRisk: TokenAddressRequest,
+  transactionPreflight: PreflightRequest,
+  paymentProof: PaymentProofRequest,
+  quickCheck: null,
+};
+
+const Entry = Type.Object({
+  name: Type.String(),
+  endpoint: Type.String(),
+  method: Type.String(),
+  network: Type.String(),
+  paymentAsset: Type.Object({ symbol: Type.Literal('USDC'), address: Type.String(), decimals: Type.Integer() }),
+  price: Type.String({ description: 'USDC per request (free tools: 0)' }),
+  description: Type.String(),
+  inputSchema: Type.Union([Type.Object({}, { additionalProperties: true }), Type.Null()]),
+});
+
+const Catalogue = Type.Object({
+  service: Type.String(),
+  version: Type.String(),
+  description: Type.String(),
+  freeTools: Type.Array(Entry),
+  paidServices: Type.Array(Entry),
+  evidenceLayer: Type.Object({
+    release: Type.String(),
+    endpoint: Type.String(),
+    auth: Type.String(),
+    createRead: Type.String(),
+    directChecks: Type.String(),
+    automaticPayment: Type.Literal(false),
+    executionAuthorized: Type.Literal(false),
+  }),
+  x402: Type.Boolean(),
+  x402Version: Type.Literal(2),
+  automaticPayment: Type.Literal(false),
+  executionAuthorized: Type.Literal(false),
+  links: Type.Object({ openapi: Type.String(), terms: Type.String(), privacy: Type.String() }),
+});
+
+const paymentAsset = { symbol: 'USDC' as const, address: USDC_ADDRESS, decimals: 6 };
+
+export const catalogueRoutes: FastifyPluginAsyncTypebox<AppDeps> = async (app, deps) => {
+  const base = deps.config.publicBaseUrl;
+  // Lists only what this build actually serves, so the catalogue never advertises a 404.
+  const served = (method: string, url: string) => app.hasRoute({ method: method as 'GET', url });
+  const jsonSchema = (s: TSchema | null) => (s ? (JSON.parse(JSON.stringify(s)) as Record<string, unknown>) : null);
+
+  let catalogue: unknown;
+  app.addHook('onReady', async () => {
+    const evidence = served('POST', '/api/evidence-chains');
+    catalogue = {
+      service: 'paywarden',
+      version: API_VERSION,
+      description: 'Payment-safety and spend-policy checks for USDC on Base. Never holds keys, signs, executes or authorizes a payment.',
+      freeTools: FREE_TOOLS.filter((t) => served(t.method, t.endpoint)).map((t) => ({
+        name: t.name, endpoint: t.endpoint, method: t.method, network: NETWORK, paymentAsset, price: '0',
+        description: t.description, inputSchema: jsonSchema(t.input),
+      })),
+      paidServices: (Object.keys(PAID_REPORTS) as PaidReportName[])
+        .filter((n) => served(PAID_REPORTS[n].method, PAID_REPORTS[n].path))
+        .map((n) => ({
+          name: PAID_REPORTS[n].path.replace('/api/', ''), endpoint: PAID_REPORTS[n].path, method: PAID_REPORTS[n].method,
+          network: NETWORK, paymentAsset, price: PAID_REPORTS[n].price, description: PAID_REPORTS[n].description,
+          inputSchema: jsonSchema(PAID_INPUT[n]),
+        })),
+      evidenceLayer: {
+        release: `${API_VERSION} (release candidate)`,
+        endpoint: '/api/evidence-chains',
+        auth: 'agent bearer key',
+        createRead: evidence ? 'available' : 'not yet available',
+        directChecks: 'restricted pilot: preflight and settlement need explicit per-policy activation',
+        automaticPayment: false,
+        executionAuthorized: false,
+      },
+      x402: true,
+      x402Version: 2,
+      automaticPayment: false,
+      executionAuthorized: false,
+      links: { openapi: `${base}/openapi.json`, terms: `${base}/terms`, privacy: `${base}/privacy` },
+    };
+  });
+
+  app.get('/api/services', { schema: { tags: ['catalogue'], summary: 'Public catalogue of free tools and paid services', response: { 200: Catalogue } } }, async () => catalogue as never);
+  app.get('/openapi.json', { schema: { tags: ['catalogue'], summary: 'This OpenAPI 3.1.0 document' } }, async () => app.swagger());
+  app.get('/terms', { schema: { tags: ['catalogue'], summary: 'Terms of service (plain text)', produces: ['text/plain'] } }, async (_req, reply) => reply.type('text/plain; charset=utf-8').send(TERMS));
+  app.get('/privacy', { schema: { tags: ['catalogue'], summary: 'Privacy policy (plain text)', produces: ['text/plain'] } }, async (_req, reply) => reply.type('text/plain; charset=utf-8').send(PRIVACY));
+};

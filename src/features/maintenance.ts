@@ -1,0 +1,11 @@
+import type { Database } from '../platform/db/database.js';
+import { LeadStore } from './leads/store.js';
+
+export interface PurgeResult {
+  leads: number;
+}
+
+/** Deletes everything past its retention period. Run periodically by the service and by `paywarden purge`. */
+export async function purgeExpired(database: Database, now: Date): Promise<PurgeResult> {
+  return { leads: await new LeadStore(database).purgeExpired(now) };
+}

@@ -1,0 +1,49 @@
+import { buildApp } from './app.js';
+import { ConfigError, parseConfig } from './config.js';
+import { purgeExpired } from './features/maintenance.js';
+import { openInfrastructure } from './platform/deps.js';
+
+const PURGE_INTERVAL_MS = 60 * 60 * 1000;
+
+async function main(): Promise<void> {
+  const config = parseConfig();
+  const infra = await openInfrastructure(config);
+  const app = await buildApp(infra);
+
+  const purge = async () => {
+    try {
+      const removed = await purgeExpired(infra.database, infra.clock.now());
+      app.log.info({ removed }, 'purged expired data');
+    } catch (err) {
+      app.log.error({ err }, 'purge failed');
+    }
+  };
+  await purge();
+  const timer = setInterval(purge, PURGE_INTERVAL_MS);
+  timer.unref();
+
+  let stopping = false;
+  const stop = async (signal: string) => {
+    if (stopping) return;
+    stopping = true;
+    app.log.info({ signal }, 'shutting down');
+    clearInterval(timer);
+    // close() stops accepting connections and waits for in-flight requests to finish.
+    await app.close();
+    await infra.close();
+    process.exit(0);
+  };
+  process.on('SIGINT', () => void stop('SIGINT'));
+  process.on('SIGTERM', () => void stop('SIGTERM'));
+
+  await app.listen({ host: config.host, port: config.port });
+}
+
+main().catch((err: unknown) => {
+  if (err instanceof ConfigError) {
+    console.error(`paywarden: ${err.message}`);
+  } else {
+    console.error('paywarden: failed to start:', err instanceof Error ? err.message : err);
+  }
+  process.exit(1);
+});

@@ -1,0 +1,79 @@
+import { mkdirSync } from 'node:fs';
+import { dirname, resolve } from 'node:path';
+import SQLite from 'better-sqlite3';
+import { Kysely, PostgresDialect, SqliteDialect, sql } from 'kysely';
+import pg from 'pg';
+import type { DB } from './schema.js';
+import { migrateToLatest } from './migrations.js';
+
+export type Dialect = 'sqlite' | 'postgres';
+
+export interface Database {
+  db: Kysely<DB>;
+  dialect: Dialect;
+  /** Resolves when the database answers a trivial query; rejects otherwise. */
+  ping(): Promise<void>;
+  close(): Promise<void>;
+}
+
+export interface DatabaseOptions {
+  /** PostgreSQL only: the schema every connection uses (tests give each run its own). */
+  pgSchema?: string;
+  /** PostgreSQL only: pool size. */
+  poolSize?: number;
+}
+
+/** Opens the database named by `url` and brings its schema to the latest migration. */
+export async function openDatabase(url: string, opts: DatabaseOptions = {}): Promise<Database> {
+  const database = url.startsWith('postgres') ? openPostgres(url, opts) : openSqlite(url);
+  try {
+    await migrateToLatest(database.db, database.dialect, database.dialect === 'postgres' ? (opts.pgSchema ?? 'public') : undefined);
+  } catch (err) {
+    await database.close();
+    throw err;
+  }
+  return database;
+}
+
+function openSqlite(url: string): Database {
+  const file = url.replace(/^sqlite:/, '');
+  if (file !== ':memory:') mkdirSync(dirname(resolve(file)), { recursive: true });
+  const sqlite = new SQLite(file);
+  // WAL lets readers proceed during a write; synchronous=FULL makes an acknowledged commit
+  // survive a power loss, which a payment-safety service owes its callers.
+  sqlite.pragma('journal_mode = WAL');
+  sqlite.pragma('synchronous = FULL');
+  sqlite.pragma('busy_timeout = 5000');
+  sqlite.pragma('foreign_keys = ON');
+  // Money columns hold micro-USDC; reading them as JavaScript numbers would lose precision.
+  sqlite.defaultSafeIntegers(true);
+  const db = new Kysely<DB>({ dialect: new SqliteDialect({ database: sqlite }) });
+  return {
+    db,
+    dialect: 'sqlite',
+    ping: async () => {
+      await sql`select 1`.execute(db);
+    },
+    close: () => db.destroy(),
+  };
+}
+
+function openPostgres(url: string, opts: DatabaseOptions): Database {
+  const pool = new pg.Pool({
+    connectionString: url,
+    max: opts.poolSize ?? 10,
+    connectionTimeoutMillis: 5000,
+    ...(opts.pgSchema ? { options: `-c search_path=${opts.pgSchema}` } : {}),
+  });
+  // A dropped idle connection must not crash the process; the next query reconnects.
+  pool.on('error', () => {});
+  const db = new Kysely<DB>({ dialect: new PostgresDialect({ pool }) });
+  return {
+    db,
+    dialect: 'postgres',
+    ping: async () => {
+      await sql`select 1`.execute(db);
+    },
+    close: () => db.destroy(),
+  };
+}

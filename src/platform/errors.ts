@@ -1,0 +1,98 @@
+/**
+ * The closed set of error codes and their HTTP statuses. Every non-2xx answer of the service is
+ * one of these, rendered as an RFC 9457 problem body by `problemBody`. Policy outcomes (BLOCK,
+ * HUMAN_APPROVAL) are data, never errors.
+ */
+export const ERROR_CODES = {
+  invalid_request: { status: 400, title: 'Invalid request' },
+  malformed_json: { status: 400, title: 'Malformed JSON body' },
+  admin_key_required: { status: 401, title: 'Admin key required' },
+  agent_key_required: { status: 401, title: 'Agent key required' },
+  agent_bearer_key_required: { status: 401, title: 'Agent bearer key required' },
+  bearer_key_required: { status: 401, title: 'Bearer key required' },
+  payment_required: { status: 402, title: 'Payment required' },
+  inactive: { status: 403, title: 'Agent or policy is inactive' },
+  not_found: { status: 404, title: 'Not found' },
+  route_not_found: { status: 404, title: 'Route not found' },
+  no_trading_pair: { status: 404, title: 'No Base trading pair found' },
+  method_not_allowed: { status: 405, title: 'Method not allowed' },
+  conflict: { status: 409, title: 'Conflict' },
+  request_id_conflict: { status: 409, title: 'Request ID conflict' },
+  approval_conflict: { status: 409, title: 'Policy revision, budget or status conflict' },
+  payment_conflict: { status: 409, title: 'Authorization or report input conflict' },
+  intent_conflict: { status: 409, title: 'Intent conflict' },
+  preflight_conflict: { status: 409, title: 'Different preflight already attached' },
+  evidence_conflict: { status: 409, title: 'Conflicting concurrent evidence' },
+  expired: { status: 410, title: 'Access expired' },
+  approval_expired: { status: 410, title: 'Approval request expired' },
+  recovery_expired: { status: 410, title: 'Recovery period expired' },
+  precondition_failed: { status: 412, title: 'Precondition failed' },
+  payload_too_large: { status: 413, title: 'Payload too large' },
+  unsupported_media_type: { status: 415, title: 'Unsupported media type' },
+  rate_limited: { status: 429, title: 'Rate limit reached' },
+  internal_error: { status: 500, title: 'Internal error' },
+  upstream_unavailable: { status: 502, title: 'Upstream provider unavailable' },
+  storage_unavailable: { status: 503, title: 'Storage unavailable' },
+  direct_checks_disabled: { status: 503, title: 'Direct pilot checks not enabled' },
+} as const satisfies Record<string, { status: number; title: string }>;
+
+export type ErrorCode = keyof typeof ERROR_CODES;
+
+export interface ProblemBody {
+  type: string;
+  title: string;
+  status: number;
+  code: ErrorCode;
+  detail?: string;
+  requestId: string;
+  errors?: Array<{ path: string; message: string }>;
+  retryAfter?: number;
+}
+
+/** A failure the service answers on purpose. `detail` is shown to the caller: keep secrets out. */
+export class AppError extends Error {
+  readonly code: ErrorCode;
+  readonly status: number;
+  readonly title: string;
+  readonly headers: Record<string, string>;
+  readonly errors?: Array<{ path: string; message: string }>;
+  readonly retryAfter?: number;
+
+  constructor(
+    code: ErrorCode,
+    detail?: string,
+    extra: {
+      title?: string;
+      headers?: Record<string, string>;
+      errors?: Array<{ path: string; message: string }>;
+      retryAfter?: number;
+    } = {},
+  ) {
+    super(detail ?? ERROR_CODES[code].title);
+    this.name = 'AppError';
+    this.code = code;
+    this.status = ERROR_CODES[code].status;
+    this.title = extra.title ?? ERROR_CODES[code].title;
+    this.headers = extra.headers ?? {};
+    if (extra.errors) this.errors = extra.errors;
+    if (extra.retryAfter !== undefined) this.retryAfter = extra.retryAfter;
+  }
+}
+
+export function problemBody(err: AppError, requestId: string): ProblemBody {
+  const body: ProblemBody = {
+    type: `https://paywarden.dev/problems/${err.code.replace(/_/g, '-')}`,
+    title: err.title,
+    status: err.status,
+    code: err.code,
+    requestId,
+  };
+  // AppError details are written by this service, never copied from a driver or an upstream
+  // answer (those can hold internals such as RPC URLs with keys); unexpected errors never get here.
+  body.detail = err.message;
+  if (err.errors) body.errors = err.errors;
+  if (err.retryAfter !== undefined) body.retryAfter = err.retryAfter;
+  return body;
+}
+
+export const PROBLEM_CONTENT_TYPE = 'application/problem+json';

@@ -1,0 +1,80 @@
+import { randomUUID } from 'node:crypto';
+import Ajv, { type Options } from 'ajv';
+import addFormats from 'ajv-formats';
+import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { AppError, PROBLEM_CONTENT_TYPE, problemBody } from './errors.js';
+
+export const BODY_LIMIT = 64 * 1024;
+export const genReqId = () => randomUUID();
+
+/**
+ * Request bodies are validated strictly: no coercion ("5" never becomes 5 or the reverse), no
+ * defaults, and additionalProperties:false rejects unknown fields instead of stripping them.
+ * Query strings and path parameters arrive as text, so only they are coerced.
+ */
+export function installValidators(app: FastifyInstance): void {
+  const base: Options = { allErrors: true, removeAdditional: false, useDefaults: false, strict: false };
+  const strict = addFormats.default(new Ajv.default({ ...base, coerceTypes: false }));
+  const lenient = addFormats.default(new Ajv.default({ ...base, coerceTypes: true }));
+  app.setValidatorCompiler(({ schema, httpPart }) =>
+    (httpPart === 'body' ? strict : lenient).compile(schema as object),
+  );
+}
+
+function validationProblem(err: FastifyError): AppError {
+  const part = err.validationContext ?? 'body';
+  const errors = (err.validation ?? []).map((v) => {
+    const missing = (v.params as { missingProperty?: string }).missingProperty;
+    const extra = (v.params as { additionalProperty?: string }).additionalProperty;
+    const path = `${part}${v.instancePath}${missing ? `/${missing}` : ''}${extra ? `/${extra}` : ''}`;
+    const message = extra ? 'unknown property is not allowed' : (v.message ?? 'is invalid');
+    return { path, message };
+  });
+  const first = errors[0];
+  return new AppError('invalid_request', first ? `${first.path}: ${first.message}` : 'invalid request', { errors });
+}
+
+/** Maps anything thrown in a request to a problem body; unexpected errors become a bare 500. */
+export function toAppError(err: unknown): AppError {
+  if (err instanceof AppError) return err;
+  const e = err as FastifyError;
+  if (e?.validation) return validationProblem(e);
+  switch (e?.code) {
+    case 'FST_ERR_CTP_BODY_TOO_LARGE':
+      return new AppError('payload_too_large', `request bodies are limited to ${BODY_LIMIT} bytes`);
+    case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
+      return new AppError('unsupported_media_type', 'send the body as application/json');
+    case 'FST_ERR_CTP_EMPTY_JSON_BODY':
+      return new AppError('malformed_json', 'the JSON body is empty');
+    case 'FST_ERR_CTP_INVALID_JSON_BODY':
+      return new AppError('malformed_json', 'the body is not valid JSON');
+  }
+  if (err instanceof SyntaxError || e?.code === 'FST_ERR_CTP_INVALID_CONTENT_LENGTH') {
+    return new AppError('malformed_json', 'the body is not valid JSON');
+  }
+  if (typeof e?.statusCode === 'number' && e.statusCode >= 400 && e.statusCode < 500) {
+    return new AppError('invalid_request', 'the request could not be read');
+  }
+  return new AppError('internal_error', 'an unexpected error occurred; quote the requestId when reporting it');
+}
+
+export function sendProblem(reply: FastifyReply, request: FastifyRequest, err: AppError): FastifyReply {
+  for (const [k, v] of Object.entries(err.headers)) reply.header(k, v);
+  if (err.retryAfter !== undefined) reply.header('retry-after', String(err.retryAfter));
+  return reply.status(err.status).type(PROBLEM_CONTENT_TYPE).send(problemBody(err, request.id));
+}
+
+export function installErrorHandling(app: FastifyInstance): void {
+  app.addHook('onRequest', async (request, reply) => {
+    reply.header('x-request-id', request.id);
+  });
+  app.setErrorHandler((err, request, reply) => {
+    const appErr = toAppError(err);
+    if (appErr.status >= 500) request.log.error({ err }, 'request failed');
+    else request.log.info({ code: appErr.code }, appErr.message);
+    return sendProblem(reply, request, appErr);
+  });
+  app.setNotFoundHandler((request, reply) =>
+    sendProblem(reply, request, new AppError('route_not_found', `no route ${request.method} ${request.url.split('?')[0]}`)),
+  );
+}

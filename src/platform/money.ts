@@ -1,0 +1,39 @@
+/**
+ * USDC amounts travel as decimal strings and live as integer micro-USDC (`bigint`, 6 decimals).
+ * Parsing is strict: a sign, an exponent, white space, a seventh fractional digit or non-ASCII
+ * digits are rejected, never rounded.
+ */
+export const USDC_DECIMALS = 6;
+const SCALE = 10n ** BigInt(USDC_DECIMALS);
+
+/**
+ * Amounts have at most 12 integer digits (below one trillion USDC), so that any day's sum of
+ * them stays far inside a signed 64-bit column on SQLite and PostgreSQL.
+ */
+export const MAX_MICRO_USDC = 10n ** 12n * SCALE - 1n;
+
+/** JSON-schema pattern of an amount: 1 to 12 digits, optional fraction of 1 to 6 digits. */
+export const AMOUNT_PATTERN = '^[0-9]{1,12}(\\.[0-9]{1,6})?$';
+/** The evidence intent's stricter form: no leading zeros in the integer part. */
+export const CANONICAL_AMOUNT_PATTERN = '^(0|[1-9][0-9]{0,11})(\\.[0-9]{1,6})?$';
+
+const AMOUNT_RE = new RegExp(AMOUNT_PATTERN);
+
+export function isAmount(s: unknown): s is string {
+  return typeof s === 'string' && AMOUNT_RE.test(s);
+}
+
+/** Parses a decimal USDC string into micro-USDC. Throws RangeError on anything but a plain amount. */
+export function parseUsdc(s: string): bigint {
+  if (!isAmount(s)) throw new RangeError(`not a USDC amount: ${JSON.stringify(s)}`);
+  const [whole = '0', frac = ''] = s.split('.');
+  return BigInt(whole) * SCALE + BigInt(frac.padEnd(USDC_DECIMALS, '0'));
+}
+
+/** Formats micro-USDC as the canonical decimal string: no leading zeros, no trailing fractional zeros. */
+export function formatUsdc(micro: bigint): string {
+  if (micro < 0n) throw new RangeError('negative amount');
+  const whole = micro / SCALE;
+  const frac = (micro % SCALE).toString().padStart(USDC_DECIMALS, '0').replace(/0+$/, '');
+  return frac ? `${whole}.${frac}` : whole.toString();
+}

@@ -1,0 +1,81 @@
+import type { FastifyRequest } from 'fastify';
+import type { Redis } from 'ioredis';
+import {
+  RateLimiterMemory,
+  RateLimiterRedis,
+  RateLimiterRes,
+  type RateLimiterAbstract,
+} from 'rate-limiter-flexible';
+import type { Config } from '../config.js';
+import { AppError } from './errors.js';
+
+export interface Limit {
+  points: number;
+  durationSeconds: number;
+  /** Title of the 429, in the specification's words where it has them. */
+  title: string;
+}
+
+/** Every per-source limit of the service, in one table. */
+export function rateLimitTable(config: Config) {
+  return {
+    evaluate: { points: 120, durationSeconds: 3600, title: 'Per-source free evaluation limit reached' },
+    tokenPreview: { points: 60, durationSeconds: 3600, title: 'Per-source free preview limit reached' },
+    tokenCoverage: { points: 60, durationSeconds: 3600, title: 'Per-source free coverage limit reached' },
+    pilotLeads: { points: config.leadLimit, durationSeconds: 3600, title: 'Rate limit reached' },
+    policyCreate: { points: config.policyCreateLimit, durationSeconds: 86400, title: 'Free pilot creation limit reached' },
+  } satisfies Record<string, Limit>;
+}
+
+export type LimitName = keyof ReturnType<typeof rateLimitTable>;
+
+export interface RateLimiter {
+  /** Counts one request of `source` against `name`; throws a 429 AppError when over the limit. */
+  consume(name: LimitName, source: string): Promise<void>;
+  /** A Fastify onRequest hook counting the request's source against `name`. */
+  hook(name: LimitName): (request: FastifyRequest) => Promise<void>;
+}
+
+export interface RateLimiterOptions {
+  redis?: Redis;
+  /** Redis key prefix; tests give each run its own so runs never share counters by accident. */
+  keyPrefix?: string;
+}
+
+/**
+ * In-process counters by default; with Redis, every instance of the service shares one count
+ * per source. Should Redis fail, an in-process insurance limiter keeps limits in force rather
+ * than letting every request through or failing them all.
+ */
+export function createRateLimiter(config: Config, opts: RateLimiterOptions = {}): RateLimiter {
+  const table = rateLimitTable(config);
+  const prefix = opts.keyPrefix ?? 'paywarden:rl';
+  const limiters = new Map<LimitName, RateLimiterAbstract>();
+  for (const [name, limit] of Object.entries(table) as Array<[LimitName, Limit]>) {
+    const base = { points: limit.points, duration: limit.durationSeconds, keyPrefix: `${prefix}:${name}` };
+    const memory = new RateLimiterMemory(base);
+    limiters.set(
+      name,
+      opts.redis ? new RateLimiterRedis({ ...base, storeClient: opts.redis, insuranceLimiter: memory }) : memory,
+    );
+  }
+
+  async function consume(name: LimitName, source: string): Promise<void> {
+    if (!config.rateLimits) return;
+    try {
+      await limiters.get(name)!.consume(source);
+    } catch (rej) {
+      if (!(rej instanceof RateLimiterRes)) throw rej;
+      const retryAfter = Math.max(1, Math.ceil(rej.msBeforeNext / 1000));
+      throw new AppError('rate_limited', `limit of ${table[name].points} requests per ${table[name].durationSeconds} s per source; retry after ${retryAfter} s`, {
+        title: table[name].title,
+        retryAfter,
+      });
+    }
+  }
+
+  return {
+    consume,
+    hook: (name) => async (request) => consume(name, request.ip),
+  };
+}

@@ -1,0 +1,44 @@
+import { Type, type TSchema, type TUnsafe } from 'typebox';
+import { AMOUNT_PATTERN } from './money.js';
+import { ERROR_CODES, type ErrorCode } from './errors.js';
+
+/** A string enum rendered as a plain JSON-schema `enum` (clearer in OpenAPI than anyOf of consts). */
+export function StringEnum<const T extends readonly string[]>(values: T, options: Record<string, unknown> = {}): TUnsafe<T[number]> {
+  return Type.Unsafe<T[number]>({ type: 'string', enum: [...values], ...options });
+}
+
+export const ADDRESS_PATTERN = '^0x[0-9a-fA-F]{40}$';
+export const Address = (description = 'Base address: 0x followed by 40 hex characters') =>
+  Type.String({ pattern: ADDRESS_PATTERN, description });
+export const Amount = (description = 'USDC amount as a decimal string: up to 12 integer digits and at most 6 fractional digits') =>
+  Type.String({ pattern: AMOUNT_PATTERN, description, examples: ['12.5'] });
+export const Chain = StringEnum(['base'] as const, { description: 'Always the literal base' });
+export const Asset = StringEnum(['USDC'] as const, { description: 'Always the literal USDC' });
+export const DateTime = (description?: string) =>
+  Type.String({ format: 'date-time', ...(description ? { description } : {}) });
+
+export const Problem = Type.Object(
+  {
+    type: Type.String(),
+    title: Type.String(),
+    status: Type.Integer(),
+    code: Type.String({ description: 'Stable machine-readable error code' }),
+    detail: Type.Optional(Type.String()),
+    requestId: Type.String(),
+    errors: Type.Optional(Type.Array(Type.Object({ path: Type.String(), message: Type.String() }))),
+    retryAfter: Type.Optional(Type.Integer({ description: 'Seconds to wait (429 only; also in Retry-After)' })),
+  },
+  { description: 'RFC 9457 problem body' },
+);
+
+/** Problem responses for the given statuses, each described by the codes that produce it. */
+export function problems(...statuses: number[]): Record<number, TSchema> {
+  const out: Record<number, TSchema> = {};
+  for (const status of statuses) {
+    const titles = (Object.keys(ERROR_CODES) as ErrorCode[])
+      .filter((c) => ERROR_CODES[c].status === status)
+      .map((c) => ERROR_CODES[c].title);
+    out[status] = Type.Object(Problem.properties, { description: titles.join('; ') || 'Problem' });
+  }
+  return out;
+}

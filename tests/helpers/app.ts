@@ -1,0 +1,59 @@
+import { randomBytes } from 'node:crypto';
+import { Redis } from 'ioredis';
+import { buildApp, type App } from '../../src/app.js';
+import { testConfig, type Config } from '../../src/config.js';
+import { ManualClock } from '../../src/platform/clock.js';
+import { createRateLimiter } from '../../src/platform/rate-limit.js';
+import { createTestDatabase, type TestDatabase } from './db.js';
+
+export interface TestApp {
+  app: App;
+  database: TestDatabase;
+  clock: ManualClock;
+  config: Config;
+  close(): Promise<void>;
+}
+
+export interface TestAppOptions {
+  config?: Partial<Config>;
+  clock?: ManualClock;
+  /** Share this database instead of creating one (a second instance of the service). */
+  database?: TestDatabase;
+  /** Share rate limits through this Redis, under this key prefix. */
+  redis?: { client: Redis; keyPrefix: string };
+}
+
+/** The whole service on a fresh database, driven with inject(); rate limits off unless asked. */
+export async function createTestApp(opts: TestAppOptions = {}): Promise<TestApp> {
+  const config = testConfig({ rateLimits: false, logLevel: 'silent', ...opts.config });
+  const database = opts.database ?? (await createTestDatabase());
+  const clock = opts.clock ?? new ManualClock();
+  const limiter = createRateLimiter(
+    config,
+    opts.redis ? { redis: opts.redis.client, keyPrefix: opts.redis.keyPrefix } : { keyPrefix: `t${randomBytes(4).toString('hex')}` },
+  );
+  const app = await buildApp({ config, database, clock, limiter, logger: false });
+  await app.ready();
+  return {
+    app,
+    database,
+    clock,
+    config,
+    async close() {
+      await app.close();
+      if (!opts.database) await database.drop();
+    },
+  };
+}
+
+export const ADDR = {
+  alice: '0x1111111111111111111111111111111111111111',
+  bob: '0x2222222222222222222222222222222222222222',
+  carol: '0x3333333333333333333333333333333333333333',
+  mixedCase: '0xAbCdEf0123456789aBcDeF0123456789AbCdEf01',
+} as const;
+
+/** Parses a JSON response body, failing the test with the raw text when it is not JSON. */
+export function json<T = any>(res: { body: string }): T {
+  return JSON.parse(res.body) as T;
+}
