@@ -12,12 +12,19 @@ import { catalogueRoutes } from './features/catalogue/routes.js';
 import { healthRoutes } from './features/health/routes.js';
 import { leadRoutes } from './features/leads/routes.js';
 import { evaluateRoutes } from './features/spend-policy/evaluate-routes.js';
+import { decisionRoutes } from './features/spend-policy/decision-routes.js';
+import { DecisionService } from './features/spend-policy/decisions.js';
+import { policyRoutes } from './features/spend-policy/policy-routes.js';
+import { jwksRoutes } from './features/receipts/routes.js';
+import { ReceiptSigner } from './platform/receipts.js';
 
 export interface AppDeps {
   config: Config;
   database: Database;
   clock: Clock;
   limiter: RateLimiter;
+  /** Loaded from configuration or the database when not given. */
+  receipts?: ReceiptSigner;
   /** pino options, or false for silence (tests); defaults to the configured level. */
   logger?: FastifyServerOptions['logger'];
 }
@@ -48,5 +55,11 @@ export async function buildApp(deps: AppDeps): Promise<App> {
   await app.register(catalogueRoutes, deps);
   await app.register(evaluateRoutes, deps);
   await app.register(leadRoutes, deps);
+
+  const receipts = deps.receipts ?? (await ReceiptSigner.load(deps.database, deps.config.receiptSigningKey));
+  const decisions = new DecisionService(deps.database, receipts, deps.config.approvalTtlSeconds);
+  await app.register(jwksRoutes, { ...deps, receipts });
+  await app.register(policyRoutes, { ...deps, decisions });
+  await app.register(decisionRoutes, { ...deps, decisions });
   return app;
 }

@@ -12,6 +12,7 @@ export const ERROR_CODES = {
   bearer_key_required: { status: 401, title: 'Bearer key required' },
   payment_required: { status: 402, title: 'Payment required' },
   inactive: { status: 403, title: 'Agent or policy is inactive' },
+  agent_mismatch: { status: 403, title: 'Agent does not match the policy' },
   not_found: { status: 404, title: 'Not found' },
   route_not_found: { status: 404, title: 'Route not found' },
   no_trading_pair: { status: 404, title: 'No Base trading pair found' },

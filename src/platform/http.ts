@@ -19,6 +19,9 @@ export function installValidators(app: FastifyInstance): void {
   app.setValidatorCompiler(({ schema, httpPart }) =>
     (httpPart === 'body' ? strict : lenient).compile(schema as object),
   );
+  // Bodies are JSON only. Fastify also parses text/plain by default, which turned a JSON body sent
+  // as text/plain into a confusing "body: must be object" 400 instead of the 415 it is.
+  app.removeContentTypeParser('text/plain');
 }
 
 function validationProblem(err: FastifyError): AppError {
@@ -69,12 +72,16 @@ export function installErrorHandling(app: FastifyInstance): void {
     reply.header('x-request-id', request.id);
   });
   app.setErrorHandler((err, request, reply) => {
-    const appErr = toAppError(err);
+    let appErr = toAppError(err);
+    // Fastify reads the body even for an unknown route; what the caller needs to hear is that the
+    // route does not exist, not that its body was malformed, too large or of the wrong type.
+    if (request.is404 && appErr.status < 500 && appErr.status !== 429) appErr = notFound(request);
     if (appErr.status >= 500) request.log.error({ err }, 'request failed');
     else request.log.info({ code: appErr.code }, appErr.message);
     return sendProblem(reply, request, appErr);
   });
-  app.setNotFoundHandler((request, reply) =>
-    sendProblem(reply, request, new AppError('route_not_found', `no route ${request.method} ${request.url.split('?')[0]}`)),
-  );
+  app.setNotFoundHandler((request, reply) => sendProblem(reply, request, notFound(request)));
 }
+
+const notFound = (request: FastifyRequest) =>
+  new AppError('route_not_found', `no route ${request.method} ${request.url.split('?')[0]}`);

@@ -25,7 +25,10 @@ export function isAmount(s: unknown): s is string {
 
 /** Parses a decimal USDC string into micro-USDC. Throws RangeError on anything but a plain amount. */
 export function parseUsdc(s: string): bigint {
-  if (!isAmount(s)) throw new RangeError(`not a USDC amount: ${JSON.stringify(s)}`);
+  if (!isAmount(s)) {
+    // JSON.stringify would itself throw (a TypeError) on a bigint; describe non-strings by type.
+    throw new RangeError(`not a USDC amount: ${typeof s === 'string' ? JSON.stringify(s) : typeof s}`);
+  }
   const [whole = '0', frac = ''] = s.split('.');
   return BigInt(whole) * SCALE + BigInt(frac.padEnd(USDC_DECIMALS, '0'));
 }

@@ -30,6 +30,70 @@ function migrations(dialect: Dialect): Record<string, Migration> {
         await db.schema.createIndex('pilot_leads_created_at').on('pilot_leads').column('created_at').execute();
       },
     },
+    '0002_protected_policies': {
+      async up(db: Kysely<any>) {
+        await db.schema
+          .createTable('policies')
+          .addColumn('id', 'text', (c) => c.primaryKey())
+          .addColumn('name', 'text', (c) => c.notNull())
+          .addColumn('agent_id', 'text', (c) => c.notNull())
+          .addColumn('rules', 'text', (c) => c.notNull())
+          .addColumn('revision', 'integer', (c) => c.notNull())
+          .addColumn('status', 'text', (c) => c.notNull())
+          .addColumn('agent_status', 'text', (c) => c.notNull())
+          .addColumn('direct_checks', 'integer', (c) => c.notNull().defaultTo(0))
+          .addColumn('admin_key_hash', 'text', (c) => c.notNull())
+          .addColumn('agent_key_hash', 'text', (c) => c.notNull())
+          .addColumn('created_at', 'text', (c) => c.notNull())
+          .addColumn('updated_at', 'text', (c) => c.notNull())
+          .addColumn('access_expires_at', 'text', (c) => c.notNull())
+          .addColumn('purged_at', 'text')
+          .execute();
+        await db.schema.createIndex('policies_access_expires_at').on('policies').column('access_expires_at').execute();
+        await db.schema
+          .createTable('decisions')
+          .addColumn('seq', sql.raw(autoId))
+          .addColumn('id', 'text', (c) => c.notNull().unique())
+          .addColumn('policy_id', 'text', (c) => c.notNull().references('policies.id'))
+          .addColumn('request_id', 'text', (c) => c.notNull())
+          .addColumn('agent_id', 'text', (c) => c.notNull())
+          .addColumn('recipient', 'text', (c) => c.notNull())
+          .addColumn('amount_micro', 'bigint', (c) => c.notNull())
+          .addColumn('request_digest', 'text', (c) => c.notNull())
+          .addColumn('decision', 'text', (c) => c.notNull())
+          .addColumn('reasons', 'text', (c) => c.notNull())
+          .addColumn('policy_revision', 'integer', (c) => c.notNull())
+          .addColumn('day', 'text', (c) => c.notNull())
+          .addColumn('approval_status', 'text')
+          .addColumn('approval_expires_at', 'text')
+          .addColumn('approved_at', 'text')
+          .addColumn('approval_note', 'text')
+          .addColumn('created_at', 'text', (c) => c.notNull())
+          .addColumn('receipt', 'text', (c) => c.notNull())
+          .execute();
+        // The idempotency key: one decision per requestId per policy, enforced by the database.
+        await db.schema.createIndex('decisions_policy_request').unique().on('decisions').columns(['policy_id', 'request_id']).execute();
+        await db.schema.createIndex('decisions_policy_seq').on('decisions').columns(['policy_id', 'seq']).execute();
+        await db.schema.createIndex('decisions_policy_approval').on('decisions').columns(['policy_id', 'approval_status', 'seq']).execute();
+        // Running totals per policy and UTC day, so budgets and repeat counts never scan history.
+        await db.schema
+          .createTable('policy_day_spend')
+          .addColumn('policy_id', 'text', (c) => c.notNull())
+          .addColumn('day', 'text', (c) => c.notNull())
+          .addColumn('spent_micro', 'bigint', (c) => c.notNull())
+          .addPrimaryKeyConstraint('policy_day_spend_pk', ['policy_id', 'day'])
+          .execute();
+        await db.schema
+          .createTable('policy_day_repeats')
+          .addColumn('policy_id', 'text', (c) => c.notNull())
+          .addColumn('day', 'text', (c) => c.notNull())
+          .addColumn('recipient', 'text', (c) => c.notNull())
+          .addColumn('amount_micro', 'bigint', (c) => c.notNull())
+          .addColumn('count', 'integer', (c) => c.notNull())
+          .addPrimaryKeyConstraint('policy_day_repeats_pk', ['policy_id', 'day', 'recipient', 'amount_micro'])
+          .execute();
+      },
+    },
   };
 }
 

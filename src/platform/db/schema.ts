@@ -8,7 +8,14 @@ import type { Generated } from 'kysely';
 export interface DB {
   kv: KvTable;
   pilot_leads: PilotLeadsTable;
+  policies: PoliciesTable;
+  decisions: DecisionsTable;
+  policy_day_spend: PolicyDaySpendTable;
+  policy_day_repeats: PolicyDayRepeatsTable;
 }
+
+/** A bigint column as the drivers return it. */
+export type BigIntColumn = bigint | number | string;
 
 export interface KvTable {
   key: string;
@@ -25,4 +32,61 @@ export interface PilotLeadsTable {
   source: string;
   created_at: string;
   seq: Generated<number>;
+}
+
+export interface PoliciesTable {
+  id: string;
+  name: string;
+  agent_id: string;
+  /** JSON of the six rules with canonical decimal amounts */
+  rules: string;
+  revision: number;
+  status: string;
+  agent_status: string;
+  direct_checks: number;
+  admin_key_hash: string;
+  agent_key_hash: string;
+  created_at: string;
+  updated_at: string;
+  access_expires_at: string;
+  /** set when purge removed the policy's data; the row stays so callers get 410, not 404 */
+  purged_at: string | null;
+}
+
+export interface DecisionsTable {
+  seq: Generated<number>;
+  id: string;
+  policy_id: string;
+  request_id: string;
+  agent_id: string;
+  recipient: string;
+  amount_micro: BigIntColumn;
+  /** digest of the request content, to tell an exact retry from a conflicting reuse */
+  request_digest: string;
+  decision: string;
+  reasons: string;
+  policy_revision: number;
+  /** UTC day (YYYY-MM-DD) whose budget the decision was made against */
+  day: string;
+  approval_status: string | null;
+  approval_expires_at: string | null;
+  approved_at: string | null;
+  approval_note: string | null;
+  created_at: string;
+  /** JSON of the signed receipt of the decision as last changed */
+  receipt: string;
+}
+
+export interface PolicyDaySpendTable {
+  policy_id: string;
+  day: string;
+  spent_micro: BigIntColumn;
+}
+
+export interface PolicyDayRepeatsTable {
+  policy_id: string;
+  day: string;
+  recipient: string;
+  amount_micro: BigIntColumn;
+  count: number;
 }

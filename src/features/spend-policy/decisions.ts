@@ -1,0 +1,245 @@
+import { sql } from 'kysely';
+import type { Database } from '../../platform/db/database.js';
+import type { DecisionsTable } from '../../platform/db/schema.js';
+import type { Insertable, Selectable } from 'kysely';
+import { writeTransaction, type Tx } from '../../platform/db/tx.js';
+import { digestOf } from '../../platform/canonical.js';
+import { AppError } from '../../platform/errors.js';
+import { newId } from '../../platform/ids.js';
+import { formatUsdc, parseUsdc } from '../../platform/money.js';
+import type { Receipt, ReceiptSigner } from '../../platform/receipts.js';
+import { authorizePolicy, evalRulesOf, loadPolicy, type PolicyRow } from './policies.js';
+import type { Decision, DecisionRequest } from './protected-schemas.js';
+import { evaluatePolicy, type Reason } from './rules.js';
+
+type DecisionRow = Insertable<DecisionsTable> & Partial<Selectable<DecisionsTable>> & Omit<Selectable<DecisionsTable>, 'seq'>;
+
+export interface DecisionOutcome {
+  decision: Decision;
+  receipt: Receipt;
+  /** true when an identical earlier request was answered from storage and nothing was spent */
+  replayed: boolean;
+}
+
+export const utcDay = (d: Date) => d.toISOString().slice(0, 10);
+
+/** The approval state as of `now`: a pending request past its expiry reads as EXPIRED. */
+function approvalOf(row: DecisionRow, now: Date): Decision['approval'] {
+  if (row.decision !== 'HUMAN_APPROVAL' || !row.approval_expires_at) return null;
+  const status =
+    row.approval_status === 'PENDING' && now.toISOString() >= row.approval_expires_at
+      ? 'EXPIRED'
+      : (row.approval_status as 'PENDING' | 'ADMIN_APPROVED' | 'EXPIRED');
+  return { status, expiresAt: row.approval_expires_at, approvedAt: row.approved_at };
+}
+
+export function toDecision(row: DecisionRow, now: Date): Decision {
+  return {
+    decisionId: row.id,
+    policyId: row.policy_id,
+    policyRevision: Number(row.policy_revision),
+    requestId: row.request_id,
+    agentId: row.agent_id,
+    chain: 'base',
+    asset: 'USDC',
+    recipient: row.recipient,
+    amount: formatUsdc(BigInt(row.amount_micro)),
+    decision: row.decision as Decision['decision'],
+    reasons: JSON.parse(row.reasons) as Reason[],
+    approval: approvalOf(row, now),
+    executionAuthorized: false,
+    createdAt: row.created_at,
+  };
+}
+
+/** What makes two requests with one requestId "the same": everything the caller chose. */
+function requestDigest(req: { agentId: string; recipient: string; amount: bigint }): string {
+  return digestOf({ agentId: req.agentId, chain: 'base', asset: 'USDC', recipient: req.recipient.toLowerCase(), amount: formatUsdc(req.amount) });
+}
+
+/**
+ * Protected decisions: the rules of the free evaluation, with the budget and repeat counts
+ * taken from running totals under a lock on the policy, so concurrent requests can never
+ * spend more than the budget.
+ */
+export class DecisionService {
+  constructor(
+    private readonly database: Database,
+    private readonly signer: ReceiptSigner,
+    private readonly approvalTtlSeconds: number,
+  ) {}
+
+  private receiptFor(decision: Decision, now: Date): Receipt {
+    return this.signer.sign('spend-decision', decision.decisionId, decision, now);
+  }
+
+  async decide(req: DecisionRequest, key: { kind: 'agent'; hash: string }, now: Date): Promise<DecisionOutcome> {
+    const amount = parseUsdc(req.amount);
+    const digest = requestDigest({ agentId: req.agentId, recipient: req.recipient, amount });
+    return writeTransaction(this.database, async (tx) => {
+      const policy = authorizePolicy(await loadPolicy(this.database, tx, req.policyId, true), key, now);
+
+      const existing = await tx
+        .selectFrom('decisions')
+        .selectAll()
+        .where('policy_id', '=', policy.id)
+        .where('request_id', '=', req.requestId)
+        .executeTakeFirst();
+      if (existing) {
+        if (existing.request_digest !== digest) {
+          throw new AppError('request_id_conflict', 'this requestId was already used with different content');
+        }
+        return { decision: toDecision(existing, now), receipt: JSON.parse(existing.receipt) as Receipt, replayed: true };
+      }
+
+      if (policy.status !== 'active' || policy.agent_status !== 'active') {
+        throw new AppError('inactive', policy.status !== 'active' ? 'the policy is inactive' : 'the agent is inactive');
+      }
+      if (policy.agent_id !== req.agentId) throw new AppError('agent_mismatch', 'agentId is not the agent this policy is for');
+
+      const day = utcDay(now);
+      const { spent, repeats } = await this.totals(tx, policy.id, day, req.recipient, amount);
+      const rules = evalRulesOf(policy);
+      const remaining = rules.dailyBudget > spent ? rules.dailyBudget - spent : 0n;
+      const result = evaluatePolicy(rules, { recipient: req.recipient, amount }, { remainingDailyBudget: remaining, repeatCount: repeats });
+
+      const row: DecisionRow = {
+        id: newId('dec'),
+        policy_id: policy.id,
+        request_id: req.requestId,
+        agent_id: req.agentId,
+        recipient: req.recipient,
+        amount_micro: amount,
+        request_digest: digest,
+        decision: result.decision,
+        reasons: JSON.stringify(result.reasons),
+        policy_revision: Number(policy.revision),
+        day,
+        approval_status: result.decision === 'HUMAN_APPROVAL' ? 'PENDING' : null,
+        approval_expires_at:
+          result.decision === 'HUMAN_APPROVAL' ? new Date(now.getTime() + this.approvalTtlSeconds * 1000).toISOString() : null,
+        approved_at: null,
+        approval_note: null,
+        created_at: now.toISOString(),
+        receipt: '',
+      };
+      const decision = toDecision(row, now);
+      const receipt = this.receiptFor(decision, now);
+      row.receipt = JSON.stringify(receipt);
+      await tx.insertInto('decisions').values(row).execute();
+      if (result.decision === 'APPROVE') await this.spend(tx, policy.id, day, req.recipient, amount);
+      return { decision, receipt, replayed: false };
+    });
+  }
+
+  /** An administrator approves a pending HUMAN_APPROVAL; the budget is spent now, if it still allows. */
+  async approve(decisionId: string, key: { kind: 'admin'; hash: string }, note: string | undefined, now: Date): Promise<DecisionOutcome> {
+    return writeTransaction(this.database, async (tx) => {
+      const found = await tx.selectFrom('decisions').select('policy_id').where('id', '=', decisionId).executeTakeFirst();
+      if (!found) throw new AppError('not_found', 'decision or key not found');
+      const policy = authorizePolicy(await loadPolicy(this.database, tx, found.policy_id, true), key, now);
+      // Read again under the policy lock: a concurrent approval may have changed it.
+      const row = await tx.selectFrom('decisions').selectAll().where('id', '=', decisionId).executeTakeFirstOrThrow();
+      const approval = approvalOf(row, now);
+      if (row.decision !== 'HUMAN_APPROVAL' || approval?.status === 'ADMIN_APPROVED') {
+        throw new AppError('approval_conflict', 'the decision is not waiting for approval');
+      }
+      if (approval?.status === 'EXPIRED') throw new AppError('approval_expired', 'the approval request expired');
+      if (Number(policy.revision) !== Number(row.policy_revision)) {
+        throw new AppError('approval_conflict', `the policy changed since the decision (revision ${row.policy_revision} -> ${policy.revision})`);
+      }
+      if (policy.status !== 'active' || policy.agent_status !== 'active') {
+        throw new AppError('approval_conflict', 'the policy or agent is inactive');
+      }
+      // The limits still bind an approved payment: only the reasons a human may override pass.
+      const day = utcDay(now);
+      const amount = BigInt(row.amount_micro);
+      const { spent, repeats } = await this.totals(tx, policy.id, day, row.recipient, amount);
+      const rules = evalRulesOf(policy);
+      const remaining = rules.dailyBudget > spent ? rules.dailyBudget - spent : 0n;
+      const recheck = evaluatePolicy(rules, { recipient: row.recipient, amount }, { remainingDailyBudget: remaining, repeatCount: repeats });
+      if (recheck.decision === 'BLOCK') {
+        throw new AppError('approval_conflict', `the policy no longer permits it: ${recheck.reasons.join(', ')}`);
+      }
+
+      const updated: DecisionRow = { ...row, approval_status: 'ADMIN_APPROVED', approved_at: now.toISOString(), approval_note: note ?? null };
+      const decision = toDecision(updated, now);
+      const receipt = this.receiptFor(decision, now);
+      const res = await tx
+        .updateTable('decisions')
+        .set({ approval_status: 'ADMIN_APPROVED', approved_at: updated.approved_at, approval_note: updated.approval_note, receipt: JSON.stringify(receipt) })
+        .where('id', '=', decisionId)
+        .where('approval_status', '=', 'PENDING')
+        .executeTakeFirst();
+      if (Number(res.numUpdatedRows) !== 1) throw new AppError('approval_conflict', 'the decision is not waiting for approval');
+      await this.spend(tx, policy.id, day, row.recipient, amount);
+      return { decision, receipt, replayed: false };
+    });
+  }
+
+  /** Reads a decision for a key of its policy (admin or agent). */
+  async read(decisionId: string, key: { kind: 'admin' | 'agent'; hash: string }, now: Date): Promise<DecisionOutcome> {
+    const row = await this.database.db.selectFrom('decisions').selectAll().where('id', '=', decisionId).executeTakeFirst();
+    const policy = row && (await loadPolicy(this.database, this.database.db, row.policy_id));
+    if (!row || !policy) throw new AppError('not_found', 'decision or key not found');
+    authorizePolicy(policy, key, now);
+    return { decision: toDecision(row, now), receipt: JSON.parse(row.receipt) as Receipt, replayed: false };
+  }
+
+  /** Newest first, by the decision's sequence number; `cursor` is the last sequence seen. */
+  async list(
+    policy: PolicyRow,
+    filter: { status?: 'PENDING' | 'ADMIN_APPROVED' | 'EXPIRED' | undefined; decision?: string | undefined; limit: number; cursor?: string | undefined },
+    now: Date,
+  ): Promise<{ items: Decision[]; nextCursor: string | null }> {
+    const iso = now.toISOString();
+    let q = this.database.db.selectFrom('decisions').selectAll().where('policy_id', '=', policy.id);
+    if (filter.decision) q = q.where('decision', '=', filter.decision);
+    if (filter.status === 'PENDING') q = q.where('approval_status', '=', 'PENDING').where('approval_expires_at', '>', iso);
+    if (filter.status === 'ADMIN_APPROVED') q = q.where('approval_status', '=', 'ADMIN_APPROVED');
+    if (filter.status === 'EXPIRED') {
+      q = q.where((eb) => eb.or([eb('approval_status', '=', 'EXPIRED'), eb.and([eb('approval_status', '=', 'PENDING'), eb('approval_expires_at', '<=', iso)])]));
+    }
+    if (filter.cursor) q = q.where('seq', '<', Number(filter.cursor));
+    const rows = await q.orderBy('seq', 'desc').limit(filter.limit + 1).execute();
+    const page = rows.slice(0, filter.limit);
+    const last = page[page.length - 1];
+    return {
+      items: page.map((r) => toDecision(r, now)),
+      nextCursor: rows.length > filter.limit && last ? String(last.seq) : null,
+    };
+  }
+
+  private async totals(tx: Tx, policyId: string, day: string, recipient: string, amount: bigint): Promise<{ spent: bigint; repeats: number }> {
+    const spend = await tx
+      .selectFrom('policy_day_spend')
+      .select('spent_micro')
+      .where('policy_id', '=', policyId)
+      .where('day', '=', day)
+      .executeTakeFirst();
+    const rep = await tx
+      .selectFrom('policy_day_repeats')
+      .select('count')
+      .where('policy_id', '=', policyId)
+      .where('day', '=', day)
+      .where('recipient', '=', recipient.toLowerCase())
+      .where('amount_micro', '=', amount)
+      .executeTakeFirst();
+    return { spent: spend ? BigInt(spend.spent_micro) : 0n, repeats: rep ? Number(rep.count) : 0 };
+  }
+
+  private async spend(tx: Tx, policyId: string, day: string, recipient: string, amount: bigint): Promise<void> {
+    await tx
+      .insertInto('policy_day_spend')
+      .values({ policy_id: policyId, day, spent_micro: amount })
+      .onConflict((oc) => oc.columns(['policy_id', 'day']).doUpdateSet({ spent_micro: sql`policy_day_spend.spent_micro + ${amount}` }))
+      .execute();
+    await tx
+      .insertInto('policy_day_repeats')
+      .values({ policy_id: policyId, day, recipient: recipient.toLowerCase(), amount_micro: amount, count: 1 })
+      .onConflict((oc) =>
+        oc.columns(['policy_id', 'day', 'recipient', 'amount_micro']).doUpdateSet({ count: sql`policy_day_repeats.count + 1` }),
+      )
+      .execute();
+  }
+}

@@ -1,0 +1,191 @@
+import { sql } from 'kysely';
+import type { Database } from '../../platform/db/database.js';
+import type { PoliciesTable } from '../../platform/db/schema.js';
+import type { Tx } from '../../platform/db/tx.js';
+import { AppError, type ErrorCode } from '../../platform/errors.js';
+import { newId } from '../../platform/ids.js';
+import { generateKey, hashKey, presentedKey, sameHash, type KeyKind } from '../../platform/keys.js';
+import { formatUsdc, parseUsdc } from '../../platform/money.js';
+import type { Policy, PolicyRules } from './protected-schemas.js';
+import type { PolicyRules as EvalRules } from './rules.js';
+
+export const PILOT_RETENTION_DAYS = 30;
+export type PolicyRow = PoliciesTable;
+
+/** Amounts are kept in canonical form ("10.50" is stored and shown as "10.5"). */
+export function canonicalRules(rules: PolicyRules): PolicyRules {
+  return {
+    maxPerTransaction: formatUsdc(parseUsdc(rules.maxPerTransaction)),
+    dailyBudget: formatUsdc(parseUsdc(rules.dailyBudget)),
+    requireHumanAbove: formatUsdc(parseUsdc(rules.requireHumanAbove)),
+    maxRepeats: rules.maxRepeats,
+    allowedRecipients: [...rules.allowedRecipients],
+    blockUnknownRecipients: rules.blockUnknownRecipients,
+  };
+}
+
+export function rulesOf(row: PolicyRow): PolicyRules {
+  return JSON.parse(row.rules) as PolicyRules;
+}
+
+export function evalRulesOf(row: PolicyRow): EvalRules & { dailyBudget: bigint } {
+  const r = rulesOf(row);
+  return {
+    maxPerTransaction: parseUsdc(r.maxPerTransaction),
+    dailyBudget: parseUsdc(r.dailyBudget),
+    requireHumanAbove: parseUsdc(r.requireHumanAbove),
+    maxRepeats: r.maxRepeats,
+    allowedRecipients: r.allowedRecipients,
+    blockUnknownRecipients: r.blockUnknownRecipients,
+  };
+}
+
+export function toPolicy(row: PolicyRow): Policy {
+  return {
+    policyId: row.id,
+    name: row.name,
+    agentId: row.agent_id,
+    policy: rulesOf(row),
+    revision: Number(row.revision),
+    status: row.status as Policy['status'],
+    agentStatus: row.agent_status as Policy['agentStatus'],
+    directChecks: Number(row.direct_checks) === 1,
+    createdAt: row.created_at,
+    accessExpiresAt: row.access_expires_at,
+  };
+}
+
+/** Reads the policy row; on PostgreSQL inside a transaction it also locks it until commit. */
+export async function loadPolicy(database: Database, tx: Tx, policyId: string, forUpdate = false): Promise<PolicyRow | undefined> {
+  let q = tx.selectFrom('policies').selectAll().where('id', '=', policyId);
+  if (forUpdate && database.dialect === 'postgres') q = q.forUpdate();
+  return q.executeTakeFirst();
+}
+
+export interface KeyCheck<K extends KeyKind> {
+  /** Which key kinds the endpoint takes. */
+  kinds: K[];
+  /** The 401 code when no key of those kinds is presented. */
+  missing: ErrorCode;
+}
+
+/**
+ * The authentication rules of the specification: a missing key, or one of the wrong kind, is
+ * 401; an unknown policy or a key that does not belong to it is 404 (never telling which);
+ * expired pilot access is 410.
+ */
+export function checkKey<K extends KeyKind>(authorization: string | undefined, check: KeyCheck<K>): { kind: K; hash: string } {
+  const key = presentedKey(authorization);
+  if (!key || !(check.kinds as KeyKind[]).includes(key.kind)) throw new AppError(check.missing);
+  return key as { kind: K; hash: string };
+}
+
+export function authorizePolicy(row: PolicyRow | undefined, key: { kind: KeyKind; hash: string }, now: Date): PolicyRow {
+  const expected = row && (key.kind === 'admin' ? row.admin_key_hash : row.agent_key_hash);
+  if (!row || !expected || !sameHash(expected, key.hash)) throw new AppError('not_found', 'policy or key not found');
+  if (row.purged_at || now.toISOString() >= row.access_expires_at) {
+    throw new AppError('expired', 'protected-policy access has expired');
+  }
+  return row;
+}
+
+export class PolicyStore {
+  constructor(private readonly database: Database) {}
+
+  async create(input: { name: string; agentId: string; policy: PolicyRules }, now: Date): Promise<{ row: PolicyRow; adminKey: string; agentKey: string }> {
+    const adminKey = generateKey('admin');
+    const agentKey = generateKey('agent');
+    const row: PolicyRow = {
+      id: newId('sgp'),
+      name: input.name,
+      agent_id: input.agentId,
+      rules: JSON.stringify(canonicalRules(input.policy)),
+      revision: 1,
+      status: 'active',
+      agent_status: 'active',
+      direct_checks: 0,
+      admin_key_hash: hashKey(adminKey),
+      agent_key_hash: hashKey(agentKey),
+      created_at: now.toISOString(),
+      updated_at: now.toISOString(),
+      access_expires_at: new Date(now.getTime() + PILOT_RETENTION_DAYS * 86_400_000).toISOString(),
+      purged_at: null,
+    };
+    await this.database.db.insertInto('policies').values(row).execute();
+    return { row, adminKey, agentKey };
+  }
+
+  async get(policyId: string): Promise<PolicyRow | undefined> {
+    return loadPolicy(this.database, this.database.db, policyId);
+  }
+
+  /**
+   * Replaces the rules and bumps the revision, only if the revision is still `expectedRevision`
+   * when given: a compare-and-set, so two administrators cannot silently overwrite each other.
+   */
+  async replace(
+    row: PolicyRow,
+    change: { policy: PolicyRules; name?: string | undefined; status?: string | undefined; agentStatus?: string | undefined },
+    expectedRevision: number | undefined,
+    now: Date,
+  ): Promise<PolicyRow | undefined> {
+    const current = Number(row.revision);
+    if (expectedRevision !== undefined && expectedRevision !== current) return undefined;
+    const next = {
+      rules: JSON.stringify(canonicalRules(change.policy)),
+      name: change.name ?? row.name,
+      status: change.status ?? row.status,
+      agent_status: change.agentStatus ?? row.agent_status,
+      revision: sql<number>`revision + 1`,
+      updated_at: now.toISOString(),
+    };
+    let q = this.database.db.updateTable('policies').set(next).where('id', '=', row.id);
+    if (expectedRevision !== undefined) q = q.where('revision', '=', expectedRevision);
+    const res = await q.executeTakeFirst();
+    if (Number(res.numUpdatedRows) === 0) return undefined;
+    return this.get(row.id);
+  }
+
+  async rotateAgentKey(policyId: string, now: Date): Promise<string> {
+    const agentKey = generateKey('agent');
+    await this.database.db
+      .updateTable('policies')
+      .set({ agent_key_hash: hashKey(agentKey), updated_at: now.toISOString() })
+      .where('id', '=', policyId)
+      .execute();
+    return agentKey;
+  }
+
+  async setDirectChecks(policyId: string, on: boolean, now: Date): Promise<boolean> {
+    const res = await this.database.db
+      .updateTable('policies')
+      .set({ direct_checks: on ? 1 : 0, updated_at: now.toISOString() })
+      .where('id', '=', policyId)
+      .executeTakeFirst();
+    return Number(res.numUpdatedRows) === 1;
+  }
+
+  /** Removes the data of policies whose access expired; the row stays as a tombstone (410). */
+  async purgeExpired(now: Date): Promise<number> {
+    const iso = now.toISOString();
+    const expired = await this.database.db
+      .selectFrom('policies')
+      .select('id')
+      .where('access_expires_at', '<=', iso)
+      .where('purged_at', 'is', null)
+      .execute();
+    for (const { id } of expired) {
+      await this.database.db.transaction().execute(async (tx) => {
+        await tx.deleteFrom('policy_day_repeats').where('policy_id', '=', id).execute();
+        await tx.deleteFrom('policy_day_spend').where('policy_id', '=', id).execute();
+        await tx.deleteFrom('decisions').where('policy_id', '=', id).execute();
+        await tx
+          .updateTable('policies')
+          .set({ purged_at: iso, rules: '{}', name: '', agent_id: '' })
+          .where('id', '=', id)
+          .execute();
+      });
+    }
+    return expired.length;
+  }
+}

@@ -1,0 +1,135 @@
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
+import { Type } from 'typebox';
+import type { AppDeps } from '../../app.js';
+import { AppError } from '../../platform/errors.js';
+import { problems } from '../../platform/schemas.js';
+import type { DecisionService } from './decisions.js';
+import { authorizePolicy, checkKey, PolicyStore, toPolicy } from './policies.js';
+import {
+  AgentKeyResponse,
+  CreatedPolicy,
+  CreatePolicyRequest,
+  DecisionList,
+  DecisionListQuery,
+  Policy,
+  PolicyId,
+  ReplacePolicyRequest,
+} from './protected-schemas.js';
+
+const Params = Type.Object({ policyId: PolicyId });
+const adminOnly = { kinds: ['admin' as const], missing: 'admin_key_required' as const };
+const adminSecurity = [{ adminKey: [] }];
+
+/** `If-Match: "3"` (or 3, or W/"3") names the revision the administrator last read. */
+function ifMatchRevision(header: string | undefined): number | undefined {
+  if (header === undefined || header.trim() === '*') return undefined;
+  const m = /^\s*(?:W\/)?"?(\d{1,9})"?\s*$/.exec(header);
+  if (!m) throw new AppError('invalid_request', 'If-Match must be the policy revision, e.g. "3"');
+  return Number(m[1]);
+}
+
+export const policyRoutes: FastifyPluginAsyncTypebox<AppDeps & { decisions: DecisionService }> = async (app, deps) => {
+  const store = new PolicyStore(deps.database);
+  const adminPolicy = async (policyId: string, authorization: string | undefined) => {
+    const key = checkKey(authorization, adminOnly);
+    return authorizePolicy(await store.get(policyId), key, deps.clock.now());
+  };
+
+  app.post(
+    '/api/spendpolicy/policies',
+    {
+      onRequest: deps.limiter.hook('policyCreate'),
+      schema: {
+        tags: ['spend-policy'],
+        summary: 'Create a protected spend policy; answers one admin key and one agent key, each shown once',
+        description: `Keys are stored only as SHA-256 hashes and cannot be recovered. Pilot access lasts 30 days. A source may create ${deps.config.policyCreateLimit} policies per day.`,
+        body: CreatePolicyRequest,
+        response: { 201: CreatedPolicy, ...problems(400, 413, 415, 429) },
+      },
+    },
+    async (request, reply) => {
+      const { row, adminKey, agentKey } = await store.create(request.body, deps.clock.now());
+      reply.header('etag', `"${row.revision}"`);
+      return reply.status(201).send({ ...toPolicy(row), adminKey, agentKey });
+    },
+  );
+
+  app.get(
+    '/api/spendpolicy/policies/:policyId',
+    {
+      schema: {
+        tags: ['spend-policy'],
+        summary: 'Read a policy (admin key); never shows secret hashes',
+        security: adminSecurity,
+        params: Params,
+        response: { 200: Policy, ...problems(400, 401, 404, 410) },
+      },
+    },
+    async (request, reply) => {
+      const row = await adminPolicy(request.params.policyId, request.headers.authorization);
+      reply.header('etag', `"${row.revision}"`);
+      return toPolicy(row);
+    },
+  );
+
+  app.put(
+    '/api/spendpolicy/policies/:policyId',
+    {
+      schema: {
+        tags: ['spend-policy'],
+        summary: 'Replace the policy rules (admin key); revision + 1',
+        description:
+          'Send If-Match: "<revision>" to replace only the revision you read (412 otherwise). Pending HUMAN_APPROVAL decisions made under an older revision can no longer be approved.',
+        security: adminSecurity,
+        params: Params,
+        headers: Type.Object({ 'if-match': Type.Optional(Type.String()) }),
+        body: ReplacePolicyRequest,
+        response: { 200: Policy, ...problems(400, 401, 404, 410, 412, 413, 415) },
+      },
+    },
+    async (request, reply) => {
+      const expected = ifMatchRevision(request.headers['if-match']);
+      const row = await adminPolicy(request.params.policyId, request.headers.authorization);
+      const updated = await store.replace(row, request.body, expected, deps.clock.now());
+      if (!updated) throw new AppError('precondition_failed', `the policy is no longer at revision ${expected}; read it again`);
+      reply.header('etag', `"${updated.revision}"`);
+      return toPolicy(updated);
+    },
+  );
+
+  app.get(
+    '/api/spendpolicy/policies/:policyId/decisions',
+    {
+      schema: {
+        tags: ['spend-policy'],
+        summary: 'List the decisions of a policy, newest first (admin key); status=PENDING finds what waits for approval',
+        security: adminSecurity,
+        params: Params,
+        querystring: DecisionListQuery,
+        response: { 200: DecisionList, ...problems(400, 401, 404, 410) },
+      },
+    },
+    async (request) => {
+      const row = await adminPolicy(request.params.policyId, request.headers.authorization);
+      const q = request.query;
+      return deps.decisions.list(row, { status: q.status, decision: q.decision, limit: q.limit ?? 50, cursor: q.cursor }, deps.clock.now());
+    },
+  );
+
+  app.post(
+    '/api/spendpolicy/policies/:policyId/agent-key',
+    {
+      schema: {
+        tags: ['spend-policy'],
+        summary: 'Replace the agent key (admin key); the old one stops working at once',
+        security: adminSecurity,
+        params: Params,
+        response: { 200: AgentKeyResponse, ...problems(400, 401, 404, 410) },
+      },
+    },
+    async (request) => {
+      const row = await adminPolicy(request.params.policyId, request.headers.authorization);
+      return { policyId: row.id, agentKey: await store.rotateAgentKey(row.id, deps.clock.now()) };
+    },
+  );
+};

@@ -1,0 +1,95 @@
+import { createPrivateKey, createPublicKey, generateKeyPairSync, sign, type KeyObject } from 'node:crypto';
+import type { Database } from './db/database.js';
+import { digestOf, sha256Hex } from './canonical.js';
+import { newId } from './ids.js';
+
+export interface Receipt {
+  receiptId: string;
+  kind: string;
+  subjectId: string;
+  /** `sha256:<hex>` over the RFC 8785 canonical JSON of the subject */
+  digest: string;
+  issuedAt: string;
+  keyId: string;
+  alg: 'EdDSA';
+  /** base64url Ed25519 signature over the 32 raw bytes of the digest */
+  signature: string;
+}
+
+export interface Jwk {
+  kty: 'OKP';
+  crv: 'Ed25519';
+  x: string;
+  kid: string;
+  alg: 'EdDSA';
+  use: 'sig';
+}
+
+const KV_KEY = 'receipt_signing_key';
+
+/**
+ * Signs receipts with one Ed25519 key. Anyone can verify a receipt offline with the public key
+ * from /.well-known/jwks.json: recompute the canonical digest of the subject, then check the
+ * signature over its 32 bytes.
+ */
+export class ReceiptSigner {
+  private constructor(
+    private readonly privateKey: KeyObject,
+    readonly jwk: Jwk,
+  ) {}
+
+  /** The configured key, or the one kept in the database (generated on first start). */
+  static async load(database: Database, configured?: string): Promise<ReceiptSigner> {
+    if (configured) return ReceiptSigner.fromPrivateKey(parsePrivateKey(configured));
+    const existing = await database.db.selectFrom('kv').select('value').where('key', '=', KV_KEY).executeTakeFirst();
+    if (!existing) {
+      const { privateKey } = generateKeyPairSync('ed25519');
+      const pem = privateKey.export({ type: 'pkcs8', format: 'pem' }).toString();
+      // Two instances starting together may both generate one: the first insert wins and both
+      // then read the same key back.
+      await database.db
+        .insertInto('kv')
+        .values({ key: KV_KEY, value: pem, created_at: new Date().toISOString() })
+        .onConflict((oc) => oc.column('key').doNothing())
+        .execute();
+    }
+    const row = await database.db.selectFrom('kv').select('value').where('key', '=', KV_KEY).executeTakeFirstOrThrow();
+    return ReceiptSigner.fromPrivateKey(createPrivateKey(row.value));
+  }
+
+  static fromPrivateKey(privateKey: KeyObject): ReceiptSigner {
+    const pub = createPublicKey(privateKey).export({ format: 'jwk' }) as { x: string; crv: string };
+    if (pub.crv !== 'Ed25519') throw new Error('RECEIPT_SIGNING_KEY must be an Ed25519 key');
+    // RFC 7638 thumbprint: members in lexicographic order, no white space.
+    const kid = Buffer.from(sha256Hex(`{"crv":"Ed25519","kty":"OKP","x":"${pub.x}"}`), 'hex').toString('base64url');
+    return new ReceiptSigner(privateKey, { kty: 'OKP', crv: 'Ed25519', x: pub.x, kid, alg: 'EdDSA', use: 'sig' });
+  }
+
+  sign(kind: string, subjectId: string, subject: unknown, issuedAt: Date): Receipt {
+    const digest = digestOf(subject);
+    const bytes = Buffer.from(digest.slice('sha256:'.length), 'hex');
+    return {
+      receiptId: newId('rcpt'),
+      kind,
+      subjectId,
+      digest,
+      issuedAt: issuedAt.toISOString(),
+      keyId: this.jwk.kid,
+      alg: 'EdDSA',
+      signature: sign(null, bytes, this.privateKey).toString('base64url'),
+    };
+  }
+
+  jwks(): { keys: Jwk[] } {
+    return { keys: [this.jwk] };
+  }
+}
+
+function parsePrivateKey(text: string): KeyObject {
+  if (text.includes('BEGIN')) return createPrivateKey(text);
+  // A bare base64url 32-byte seed: wrap it in the fixed PKCS#8 prefix for Ed25519.
+  const seed = Buffer.from(text, 'base64url');
+  if (seed.length !== 32) throw new Error('RECEIPT_SIGNING_KEY: expected a PKCS#8 PEM or a base64url 32-byte seed');
+  const prefix = Buffer.from('302e020100300506032b657004220420', 'hex');
+  return createPrivateKey({ key: Buffer.concat([prefix, seed]), format: 'der', type: 'pkcs8' });
+}
