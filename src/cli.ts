@@ -1,0 +1,56 @@
+import { parseConfig } from './config.js';
+import { purgeExpired } from './features/maintenance.js';
+import { PolicyStore, toPolicy } from './features/spend-policy/policies.js';
+import { openDatabase, type Database } from './platform/db/database.js';
+
+const USAGE = `usage: paywarden <command>
+
+Operator commands; they act on the database named by DATABASE_URL (default sqlite:./data/paywarden.sqlite).
+
+  policy show <policyId>                     print a policy (never its key hashes)
+  policy direct-checks <policyId> on|off     turn direct evidence checks (preflight, settlement) on or off
+  purge                                      delete data past its retention (pilot policies, leads)
+`;
+
+type Out = { log: (s: string) => void; error: (s: string) => void };
+
+/** Runs one CLI command; returns the process exit code. */
+export async function run(argv: string[], out: Out = { log: console.log, error: console.error }, env = process.env): Promise<number> {
+  const [cmd, sub, ...rest] = argv;
+  if (!cmd || cmd === 'help' || cmd === '--help' || cmd === '-h') {
+    out.log(USAGE);
+    return cmd ? 0 : 2;
+  }
+  let database: Database | undefined;
+  const db = async () => (database ??= await openDatabase(parseConfig(env).databaseUrl));
+  try {
+    if (cmd === 'policy' && sub === 'show' && rest.length === 1) {
+      const row = await new PolicyStore(await db()).get(rest[0]!);
+      if (!row) return fail(out, `no policy ${rest[0]}`);
+      out.log(JSON.stringify({ ...toPolicy(row), purgedAt: row.purged_at }, null, 2));
+      return 0;
+    }
+    if (cmd === 'policy' && sub === 'direct-checks' && rest.length === 2 && (rest[1] === 'on' || rest[1] === 'off')) {
+      const d = await db();
+      const ok = await new PolicyStore(d).setDirectChecks(rest[0]!, rest[1] === 'on', new Date());
+      if (!ok) return fail(out, `no policy ${rest[0]}`);
+      out.log(`direct checks ${rest[1]} for ${rest[0]}`);
+      return 0;
+    }
+    if (cmd === 'purge' && sub === undefined) {
+      out.log(JSON.stringify(await purgeExpired(await db(), new Date())));
+      return 0;
+    }
+    out.error(USAGE);
+    return 2;
+  } catch (err) {
+    return fail(out, err instanceof Error ? err.message : String(err));
+  } finally {
+    await database?.close();
+  }
+}
+
+function fail(out: Out, message: string): number {
+  out.error(`paywarden: ${message}`);
+  return 1;
+}

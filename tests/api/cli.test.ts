@@ -1,0 +1,70 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { run } from '../../src/cli.js';
+import { ADDR, createTestApp, json, type TestApp } from '../helpers/app.js';
+import { testDialect } from '../helpers/db.js';
+
+// The CLI reaches the database through DATABASE_URL; the per-run PostgreSQL schema of the test
+// harness has no URL form, so the CLI is exercised on the SQLite run.
+describe.skipIf(testDialect !== 'sqlite')('operator CLI', () => {
+  let t: TestApp;
+  let policy: { policyId: string; adminKey: string };
+  const lines: string[] = [];
+  const errors: string[] = [];
+  const out = { log: (s: string) => lines.push(s), error: (s: string) => errors.push(s) };
+  const cli = (...argv: string[]) => run(argv, out, { DATABASE_URL: t.database.url });
+
+  beforeAll(async () => {
+    t = await createTestApp();
+    const res = await t.app.inject({
+      method: 'POST',
+      url: '/api/spendpolicy/policies',
+      payload: {
+        name: 'cli',
+        agentId: 'agent-1',
+        policy: { maxPerTransaction: '10', dailyBudget: '50', requireHumanAbove: '5', maxRepeats: 2, allowedRecipients: [ADDR.alice], blockUnknownRecipients: true },
+      },
+    });
+    policy = json(res);
+  });
+  afterAll(async () => {
+    await t.close();
+  });
+
+  const read = async () =>
+    json(await t.app.inject({ method: 'GET', url: `/api/spendpolicy/policies/${policy.policyId}`, headers: { authorization: `Bearer ${policy.adminKey}` } }));
+
+  it('turns direct checks on and off for a policy', async () => {
+    expect((await read()).directChecks).toBe(false);
+    expect(await cli('policy', 'direct-checks', policy.policyId, 'on')).toBe(0);
+    expect((await read()).directChecks).toBe(true);
+    expect(await cli('policy', 'direct-checks', policy.policyId, 'off')).toBe(0);
+    expect((await read()).directChecks).toBe(false);
+  });
+
+  it('shows a policy without key hashes', async () => {
+    lines.length = 0;
+    expect(await cli('policy', 'show', policy.policyId)).toBe(0);
+    const shown = JSON.parse(lines.join('\n'));
+    expect(shown.policyId).toBe(policy.policyId);
+    expect(JSON.stringify(shown)).not.toMatch(/hash|sgp_admin_|sgp_agent_/);
+  });
+
+  it('answers unknown policies and bad usage with a non-zero exit and a message', async () => {
+    errors.length = 0;
+    expect(await cli('policy', 'show', 'sgp_00000000000000000000000000000000')).toBe(1);
+    expect(errors.join()).toContain('no policy');
+    expect(await cli('policy', 'direct-checks', policy.policyId, 'maybe')).toBe(2);
+    expect(await cli('frobnicate')).toBe(2);
+  });
+
+  it('purges policies whose pilot access ended, which then answer 410', async () => {
+    // The CLI runs on the wall clock, months after the test clock created the policy.
+    lines.length = 0;
+    expect(await cli('purge')).toBe(0);
+    expect(JSON.parse(lines[0]!)).toEqual({ leads: 0, policies: 1 });
+    const res = await t.app.inject({ method: 'GET', url: `/api/spendpolicy/policies/${policy.policyId}`, headers: { authorization: `Bearer ${policy.adminKey}` } });
+    expect(res.statusCode).toBe(410);
+    expect(await cli('purge')).toBe(0);
+    expect(JSON.parse(lines[1]!)).toEqual({ leads: 0, policies: 0 });
+  });
+});

@@ -1,0 +1,113 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { openDatabase } from '../../src/platform/db/database.js';
+import { ADDR, createTestApp, json, type TestApp } from '../helpers/app.js';
+import { testDialect, type TestDatabase } from '../helpers/db.js';
+
+const rules = {
+  maxPerTransaction: '10',
+  dailyBudget: '50',
+  requireHumanAbove: '10',
+  maxRepeats: 1_000,
+  allowedRecipients: [ADDR.alice],
+  blockUnknownRecipients: true,
+};
+
+async function createPolicy(t: TestApp, policy: Record<string, unknown> = rules) {
+  const res = await t.app.inject({ method: 'POST', url: '/api/spendpolicy/policies', payload: { name: 'load', agentId: 'agent-1', policy } });
+  expect(res.statusCode).toBe(201);
+  return json<{ policyId: string; adminKey: string; agentKey: string }>(res);
+}
+
+function decide(t: TestApp, p: { policyId: string; agentKey: string }, requestId: string, amount = '1') {
+  return t.app.inject({
+    method: 'POST',
+    url: '/api/spendpolicy/decisions',
+    headers: { authorization: `Bearer ${p.agentKey}` },
+    payload: { policyId: p.policyId, requestId, agentId: 'agent-1', chain: 'base', asset: 'USDC', recipient: ADDR.alice, amount },
+  });
+}
+
+function tally(responses: Array<{ statusCode: number; body: string }>) {
+  const out = { APPROVE: 0, BLOCK: 0, HUMAN_APPROVAL: 0, other: 0, budgetReasons: 0 };
+  for (const r of responses) {
+    if (r.statusCode !== 200) {
+      out.other++;
+      continue;
+    }
+    const d = json(r).decision;
+    out[d.decision as 'APPROVE']++;
+    if (d.reasons.includes('exceeds_daily_budget')) out.budgetReasons++;
+  }
+  return out;
+}
+
+describe('no overspend under concurrency', () => {
+  let t: TestApp;
+  beforeAll(async () => {
+    t = await createTestApp();
+  });
+  afterAll(async () => {
+    await t.close();
+  });
+
+  it('200 concurrent 1 USDC decisions against a 50 USDC budget approve exactly 50', async () => {
+    const p = await createPolicy(t);
+    const responses = await Promise.all(Array.from({ length: 200 }, (_, i) => decide(t, p, `req-${i}`)));
+    const counts = tally(responses);
+    expect(counts).toEqual({ APPROVE: 50, BLOCK: 150, HUMAN_APPROVAL: 0, other: 0, budgetReasons: 150 });
+  });
+
+  it('concurrent retries of one requestId spend once and answer the same decision', async () => {
+    const p = await createPolicy(t);
+    const responses = await Promise.all(Array.from({ length: 20 }, () => decide(t, p, 'same', '7')));
+    const ids = new Set(responses.map((r) => json(r).decision.decisionId));
+    expect(responses.every((r) => r.statusCode === 200)).toBe(true);
+    expect(ids.size).toBe(1);
+    // 43 left: a 10 fits four times, the fifth does not.
+    const after = await Promise.all([1, 2, 3, 4, 5].map((i) => decide(t, p, `after-${i}`, '10')));
+    expect(tally(after)).toMatchObject({ APPROVE: 4, BLOCK: 1 });
+  });
+
+  it('concurrent approvals of pending decisions cannot overspend', async () => {
+    // Everything above 1 USDC needs a human; 30 pending requests of 5 USDC against a budget of 50.
+    const p = await createPolicy(t, { ...rules, requireHumanAbove: '1' });
+    const pending = await Promise.all(Array.from({ length: 30 }, (_, i) => decide(t, p, `pending-${i}`, '5')));
+    expect(tally(pending).HUMAN_APPROVAL).toBe(30);
+    const approvals = await Promise.all(
+      pending.map((r) =>
+        t.app.inject({
+          method: 'POST',
+          url: `/api/spendpolicy/decisions/${json(r).decision.decisionId}/approve`,
+          headers: { authorization: `Bearer ${p.adminKey}` },
+        }),
+      ),
+    );
+    const statuses = approvals.map((r) => r.statusCode).sort();
+    expect(statuses.filter((s) => s === 200)).toHaveLength(10);
+    expect(statuses.filter((s) => s === 409)).toHaveLength(20);
+  });
+});
+
+describe.skipIf(testDialect !== 'postgres')('two service instances sharing one PostgreSQL database', () => {
+  let a: TestApp;
+  let b: TestApp;
+  let second: TestDatabase;
+  beforeAll(async () => {
+    a = await createTestApp();
+    // A second pool of connections over the same schema: what a second instance would open.
+    const other = await openDatabase(a.database.url, { pgSchema: a.database.pgSchema! });
+    second = { ...other, url: a.database.url, drop: () => other.close() };
+    b = await createTestApp({ database: second });
+  });
+  afterAll(async () => {
+    await b.close();
+    await second.close();
+    await a.close();
+  });
+
+  it('split 200 concurrent decisions across both and still approve exactly 50', async () => {
+    const p = await createPolicy(a);
+    const responses = await Promise.all(Array.from({ length: 200 }, (_, i) => decide(i % 2 ? a : b, p, `req-${i}`)));
+    expect(tally(responses)).toEqual({ APPROVE: 50, BLOCK: 150, HUMAN_APPROVAL: 0, other: 0, budgetReasons: 150 });
+  });
+});
