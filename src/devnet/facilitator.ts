@@ -3,7 +3,8 @@
 // that @x402/core's HTTPFacilitatorClient talks to (POST /verify, POST /settle,
 // GET /supported), plus runtime fault injection for resilience tests.
 import Fastify from 'fastify';
-import { createWalletClient, http, nonceManager, publicActions, type Hex } from 'viem';
+import { createWalletClient, http, publicActions, type Address, type Hex } from 'viem';
+import { createNonceManager, jsonRpc } from 'viem/nonce';
 import { privateKeyToAccount } from 'viem/accounts';
 import { x402Facilitator } from '@x402/core/facilitator';
 import type { PaymentPayload, PaymentRequirements, SettleResponse, VerifyResponse } from '@x402/core/types';
@@ -48,7 +49,7 @@ export interface FacilitatorCallCounts {
 export interface FacilitatorHandle {
   url: string;
   /** Address that submits settlement transactions. */
-  signerAddress: Hex;
+  signerAddress: Address;
   /** Replaces the active faults (pass `{}` to clear). Takes effect on the next request. */
   setFaults(faults: FacilitatorFaults): void;
   getFaults(): FacilitatorFaults;
@@ -66,9 +67,12 @@ interface FacilitatorRequestBody {
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 export async function startFacilitator(opts: StartFacilitatorOptions): Promise<FacilitatorHandle> {
-  // The nonce manager matters: concurrent /settle calls would otherwise read the same
-  // pending nonce and one settlement would be rejected by the node.
-  const account = privateKeyToAccount(opts.privateKey, { nonceManager });
+  // A nonce manager matters: concurrent /settle calls would otherwise read the same
+  // pending nonce and one settlement would be rejected. It must be per instance, not
+  // viem's global one: that remembers the last nonce per (address, chain id), and every
+  // devnet is chain 8453 with the same signer, so a second devnet in the same process
+  // would get a nonce gap and its settlements would hang in the mempool.
+  const account = privateKeyToAccount(opts.privateKey, { nonceManager: createNonceManager({ source: jsonRpc() }) });
   const client = createWalletClient({ account, chain: baseDevnetChain(opts.rpcUrl), transport: http(opts.rpcUrl) }).extend(
     publicActions,
   );
@@ -89,7 +93,9 @@ export async function startFacilitator(opts: StartFacilitatorOptions): Promise<F
 
   let faults: FacilitatorFaults = { ...opts.faults };
   const calls: FacilitatorCallCounts = { verify: 0, settle: 0, supported: 0 };
-  const app = Fastify({ logger: false });
+  // Clients (undici) pool keep-alive sockets. After a client-aborted request, close()
+  // was observed to hang for Fastify's 72 s keepAliveTimeout; stop() must be prompt.
+  const app = Fastify({ logger: false, forceCloseConnections: true });
 
   const parse = (body: unknown): { payload: PaymentPayload; requirements: PaymentRequirements } | undefined => {
     const b = (body ?? {}) as FacilitatorRequestBody;

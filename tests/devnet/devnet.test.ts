@@ -20,10 +20,12 @@ import {
   type Devnet,
 } from '../../src/devnet/index.js';
 
+// aggregate3 is payable on chain; declaring it view (as viem's own multicall3Abi does)
+// lets readContract eth_call it.
 const multicallAbi = parseAbi([
   'struct Call3 { address target; bool allowFailure; bytes callData; }',
   'struct Result { bool success; bytes returnData; }',
-  'function aggregate3(Call3[] calls) payable returns (Result[] returnData)',
+  'function aggregate3(Call3[] calls) view returns (Result[] returnData)',
 ]);
 
 let devnet: Devnet;
@@ -100,8 +102,8 @@ describe('x402 payment through the devnet facilitator', () => {
     extra: { name: 'USD Coin', version: '2' },
   });
 
-  async function pay(requirements: PaymentRequirements): Promise<PaymentPayload> {
-    const payer = privateKeyToAccount(devnet.accounts[1]!.privateKey);
+  async function pay(requirements: PaymentRequirements, payerIndex = 1): Promise<PaymentPayload> {
+    const payer = privateKeyToAccount(devnet.accounts[payerIndex]!.privateKey);
     const client = new x402Client().register(BASE_NETWORK, new ExactEvmScheme(toClientEvmSigner(payer, pub)));
     return client.createPaymentPayload({
       x402Version: 2,
@@ -141,9 +143,19 @@ describe('x402 payment through the devnet facilitator', () => {
     expect(await balanceOf(payer)).toBe(before.payer - 1000n);
 
     // The authorization nonce is now spent on chain, so the same payload cannot settle twice.
-    const replay = await facilitatorClient.settle(payload, requirements).catch((e: unknown) => e);
-    expect(replay).not.toMatchObject({ success: true });
+    const replay = await facilitatorClient.settle(payload, requirements);
+    expect(replay).toMatchObject({ success: false, errorReason: 'invalid_exact_evm_nonce_already_used' });
     expect(await balanceOf(payee)).toBe(before.payee + 1000n);
+  });
+
+  it('settles concurrent payments without facilitator nonce clashes', async () => {
+    const payee = devnet.accounts[6]!.address;
+    const requirements = requirementsTo(payee);
+    const payloads = await Promise.all([4, 5, 7].map((i) => pay(requirements, i)));
+    const results = await Promise.all(payloads.map((p) => facilitatorClient.settle(p, requirements)));
+    for (const r of results) expect(r.success).toBe(true);
+    expect(new Set(results.map((r) => r.transaction)).size).toBe(3);
+    expect(await balanceOf(payee)).toBe(1_000_000_000n + 3000n);
   });
 
   it('injects verify/settle failures and delays at runtime', async () => {
@@ -173,4 +185,24 @@ describe('x402 payment through the devnet facilitator', () => {
     expect(await balanceOf(payee)).toBe(1_000_001_000n);
     expect(fac.calls.settle).toBeGreaterThanOrEqual(4);
   });
+
+  it('runs a second, independent devnet in the same process', async () => {
+    // Same chain id and facilitator key as the first devnet: guards against state leaking
+    // between instances (ports, nonce caches) when suites restart the devnet.
+    const second = await startDevnet();
+    try {
+      expect(second.rpcUrl).not.toBe(devnet.rpcUrl);
+      const secondPub = createPublicClient({ chain: baseDevnetChain(second.rpcUrl), transport: http(second.rpcUrl) });
+      const payer = privateKeyToAccount(second.accounts[1]!.privateKey);
+      const client = new x402Client().register(BASE_NETWORK, new ExactEvmScheme(toClientEvmSigner(payer, secondPub)));
+      const requirements = requirementsTo(second.accounts[2]!.address);
+      const payload = await client.createPaymentPayload({ x402Version: 2, resource: { url: 'http://devnet.test/2' }, accepts: [requirements] });
+      const settled = await new HTTPFacilitatorClient({ url: second.facilitatorUrl }).settle(payload, requirements);
+      expect(settled.success).toBe(true);
+      const paid = await secondPub.readContract({ address: USDC_ADDRESS, abi: fiatTokenAbi, functionName: 'balanceOf', args: [requirements.payTo as `0x${string}`] });
+      expect(paid).toBe(1_000_001_000n);
+    } finally {
+      await second.stop();
+    }
+  }, 30_000);
 });
