@@ -1,3 +1,4 @@
+import { isIP } from 'node:net';
 import { Type, type Static } from 'typebox';
 import { Value } from 'typebox/value';
 
@@ -36,6 +37,23 @@ export const EnvSchema = Type.Object({
   POLICY_CREATE_LIMIT: int(20, 'Protected policies one source may create per day'),
   LEAD_LIMIT: int(10, 'Pilot leads one source may submit per hour'),
   APPROVAL_TTL_SECONDS: int(3600, 'How long a HUMAN_APPROVAL request can be approved'),
+  BASE_RPC_URLS: Type.String({
+    default: 'https://mainnet.base.org',
+    pattern: '^https?://[^\\s,]+(,\\s*https?://[^\\s,]+)*$',
+    description: 'Comma-separated Base JSON-RPC URLs, tried in order (viem fallback transport)',
+  }),
+  FACILITATOR_URL: Type.String({
+    default: 'https://api.cdp.coinbase.com/platform/v2/x402',
+    pattern: '^https?://[^\\s]+$',
+    description: 'x402 facilitator (verify, settle, supported)',
+  }),
+  CDP_API_KEY_ID: optional('Coinbase CDP API key id, for the production facilitator'),
+  CDP_API_KEY_SECRET: optional('Coinbase CDP API key secret, for the production facilitator'),
+  PAY_TO: optional('Address that receives report payments; paid reports answer 503 until it is set', '^0x[0-9a-fA-F]{40}$'),
+  MIN_CONFIRMATIONS: int(1, 'Confirmations before a transfer counts as settled or verified'),
+  FACILITATOR_TIMEOUT_MS: int(15000, 'Timeout of each facilitator request; a settle that times out answers 202 (pending)'),
+  RPC_TIMEOUT_MS: int(10000, 'Timeout of each Base RPC request'),
+  RECOVERY_TTL_SECONDS: int(7 * 86400, 'How long a recovery order can restore its report'),
   RECEIPT_SIGNING_KEY: optional('Ed25519 private key (PKCS#8 PEM or base64url seed) for receipts; generated and stored in the database when unset'),
 });
 
@@ -54,6 +72,15 @@ export interface Config {
   leadLimit: number;
   approvalTtlSeconds: number;
   receiptSigningKey: string | undefined;
+  rpcUrls: string[];
+  facilitatorUrl: string;
+  cdpApiKeyId: string | undefined;
+  cdpApiKeySecret: string | undefined;
+  payTo: string | undefined;
+  minConfirmations: number;
+  facilitatorTimeoutMs: number;
+  rpcTimeoutMs: number;
+  recoveryTtlSeconds: number;
 }
 
 export class ConfigError extends Error {
@@ -61,6 +88,26 @@ export class ConfigError extends Error {
 }
 
 const truthy = (v: string) => v === 'on' || v === 'true' || v === '1';
+
+/** What Fastify's trustProxy (proxy-addr) accepts: an address, address/prefix, IPv4 address/netmask, or a named range. */
+function isProxyAddress(entry: string): boolean {
+  if (entry === 'loopback' || entry === 'linklocal' || entry === 'uniquelocal') return true;
+  const slash = entry.lastIndexOf('/');
+  const addr = slash === -1 ? entry : entry.slice(0, slash);
+  const kind = isIP(addr);
+  if (kind === 0) return false;
+  if (slash === -1) return true;
+  const range = entry.slice(slash + 1);
+  if (/^[0-9]{1,3}$/.test(range)) {
+    const bits = Number(range);
+    return bits >= 1 && bits <= (kind === 6 ? 128 : 32);
+  }
+  // An IPv4 netmask such as 255.255.255.0: contiguous ones, then zeros.
+  if (kind !== 4 || isIP(range) !== 4) return false;
+  const mask = range.split('.').reduce((acc, o) => acc * 256 + Number(o), 0);
+  const inverted = 0xffffffff - mask;
+  return mask !== 0 && (inverted & (inverted + 1)) === 0;
+}
 
 export function parseConfig(source: Record<string, string | undefined> = process.env): Config {
   const raw: Record<string, string> = {};
@@ -75,6 +122,11 @@ export function parseConfig(source: Record<string, string | undefined> = process
   );
   const port = Number(env.PORT);
   if (!problems.length && (port < 1 || port > 65535)) problems.push('PORT: must be between 1 and 65535');
+  const trustProxy = env.TRUST_PROXY.split(',').map((s) => s.trim()).filter(Boolean);
+  // Checked here so that a typo stops the start naming the variable, not deep inside Fastify.
+  for (const entry of trustProxy) {
+    if (!isProxyAddress(entry)) problems.push(`TRUST_PROXY: ${JSON.stringify(entry)} is not an IP address, CIDR range, loopback, linklocal or uniquelocal`);
+  }
   if (problems.length) throw new ConfigError(`invalid configuration: ${problems.join('; ')}`);
 
   return {
@@ -82,7 +134,7 @@ export function parseConfig(source: Record<string, string | undefined> = process
     port,
     databaseUrl: env.DATABASE_URL,
     redisUrl: env.REDIS_URL,
-    trustProxy: env.TRUST_PROXY.split(',').map((s) => s.trim()).filter(Boolean),
+    trustProxy,
     publicBaseUrl: (env.PUBLIC_BASE_URL ?? `http://${env.HOST.includes(':') ? `[${env.HOST}]` : env.HOST}:${port}`).replace(/\/+$/, ''),
     logLevel: env.LOG_LEVEL,
     rateLimits: truthy(env.RATE_LIMITS),
@@ -90,6 +142,15 @@ export function parseConfig(source: Record<string, string | undefined> = process
     leadLimit: Number(env.LEAD_LIMIT),
     approvalTtlSeconds: Number(env.APPROVAL_TTL_SECONDS),
     receiptSigningKey: env.RECEIPT_SIGNING_KEY,
+    rpcUrls: env.BASE_RPC_URLS.split(',').map((s) => s.trim()),
+    facilitatorUrl: env.FACILITATOR_URL.replace(/\/+$/, ''),
+    cdpApiKeyId: env.CDP_API_KEY_ID,
+    cdpApiKeySecret: env.CDP_API_KEY_SECRET,
+    payTo: env.PAY_TO,
+    minConfirmations: Number(env.MIN_CONFIRMATIONS),
+    facilitatorTimeoutMs: Number(env.FACILITATOR_TIMEOUT_MS),
+    rpcTimeoutMs: Number(env.RPC_TIMEOUT_MS),
+    recoveryTtlSeconds: Number(env.RECOVERY_TTL_SECONDS),
   };
 }
 

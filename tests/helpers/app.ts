@@ -57,3 +57,38 @@ export const ADDR = {
 export function json<T = any>(res: { body: string }): T {
   return JSON.parse(res.body) as T;
 }
+
+/**
+ * Like createTestApp, but lets the test add routes or hooks to the built app before it is made
+ * ready (for example stand-ins for routes a later issue adds, so the catalogue lists them).
+ */
+export async function createTestAppWith(
+  beforeReady: (app: App) => void | Promise<void>,
+  opts: Omit<TestAppOptions, 'database' | 'redis'> = {},
+): Promise<TestApp> {
+  const config = testConfig({ rateLimits: false, logLevel: 'silent', ...opts.config });
+  const database = await createTestDatabase();
+  const clock = opts.clock ?? new ManualClock();
+  const limiter = createRateLimiter(config, { keyPrefix: `t${randomBytes(4).toString('hex')}` });
+  let app: App | undefined;
+  try {
+    app = await buildApp({ config, database, clock, limiter, logger: false });
+    await beforeReady(app);
+    await app.ready();
+  } catch (err) {
+    await app?.close().catch(() => {});
+    await database.drop();
+    throw err;
+  }
+  const built = app;
+  return {
+    app: built,
+    database,
+    clock,
+    config,
+    async close() {
+      await built.close();
+      await database.drop();
+    },
+  };
+}

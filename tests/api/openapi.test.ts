@@ -1,0 +1,132 @@
+import { Validator } from '@seriousme/openapi-schema-validator';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { createTestApp, json, type TestApp } from '../helpers/app.js';
+
+/**
+ * Fastify 5 has no public list of registered routes, and buildApp registers them before a test
+ * could add an onRoute hook. So every Fastify instance created in this file gets an onRoute hook
+ * the moment it is created; the hook sees each route exactly as Fastify registers it.
+ */
+const seen = vi.hoisted(() => [] as Array<{ method: string; url: string }>);
+vi.mock('fastify', async (importOriginal) => {
+  const mod = await importOriginal<typeof import('fastify')>();
+  const original = mod.default as unknown as (opts?: unknown) => any;
+  const wrapped = (opts?: unknown) => {
+    const app = original(opts);
+    app.addHook('onRoute', (route: { method: string | string[]; url: string }) => {
+      for (const method of [route.method].flat()) seen.push({ method, url: route.url });
+    });
+    return app;
+  };
+  Object.assign(wrapped, original);
+  return { ...mod, default: wrapped, fastify: wrapped };
+});
+
+const HTTP_METHODS = ['get', 'put', 'post', 'delete', 'patch'] as const;
+
+/** Fastify's /a/:id is OpenAPI's /a/{id}. */
+const toOpenApiPath = (url: string) => url.replace(/:([A-Za-z0-9_]+)/g, '{$1}');
+
+describe('GET /openapi.json', () => {
+  let t: TestApp;
+  let doc: any;
+  beforeAll(async () => {
+    seen.length = 0;
+    t = await createTestApp();
+    const res = await t.app.inject({ method: 'GET', url: '/openapi.json' });
+    expect(res.statusCode).toBe(200);
+    expect(res.headers['content-type']).toMatch(/^application\/json/);
+    doc = json(res);
+  });
+  afterAll(async () => {
+    await t.close();
+  });
+
+  it('is a valid OpenAPI 3.1 document according to a third-party validator', async () => {
+    const validator = new Validator();
+    const result = await validator.validate(doc);
+    expect(result.errors ?? []).toEqual([]);
+    expect(result.valid).toBe(true);
+    expect(validator.version).toBe('3.1');
+  });
+
+  it('the validator is not a rubber stamp', async () => {
+    const broken = structuredClone(doc);
+    delete broken.info;
+    expect((await new Validator().validate(broken)).valid).toBe(false);
+  });
+
+  it('declares OpenAPI 3.1.0 and the interface version 1.5.0-rc.1', () => {
+    expect(doc.openapi).toBe('3.1.0');
+    expect(doc.info.version).toBe('1.5.0-rc.1');
+    expect(typeof doc.info.title).toBe('string');
+  });
+
+  it('has bearer security schemes for the admin and the agent key', () => {
+    const schemes = Object.values(doc.components.securitySchemes) as Array<Record<string, string>>;
+    const bearer = schemes.filter((s) => s.type === 'http' && s.scheme?.toLowerCase() === 'bearer');
+    expect(bearer.some((s) => /admin/i.test(s.description ?? ''))).toBe(true);
+    expect(bearer.some((s) => /agent/i.test(s.description ?? ''))).toBe(true);
+    expect(bearer.length).toBeGreaterThanOrEqual(2);
+  });
+
+  it('describes the x402 payment', () => {
+    const text = JSON.stringify(doc);
+    expect(doc.info.description).toMatch(/x402/);
+    expect(doc.info.description).toContain('PAYMENT-REQUIRED');
+    expect(doc.info.description).toContain('PAYMENT-SIGNATURE');
+    expect(doc.info.description).toContain('eip155:8453');
+    expect(text).toMatch(/402/);
+  });
+
+  it('lists every registered route', () => {
+    const routes = seen.filter((r) => r.method !== 'HEAD' && r.method !== 'OPTIONS');
+    // The hook saw the service's routes (a guard against this test passing on an empty list).
+    expect(routes).toEqual(expect.arrayContaining([
+      { method: 'GET', url: '/healthz' },
+      { method: 'POST', url: '/api/spendpolicy/evaluate' },
+      { method: 'POST', url: '/api/pilot-leads' },
+      { method: 'GET', url: '/openapi.json' },
+    ]));
+    const missing = routes
+      .filter((r) => !doc.paths?.[toOpenApiPath(r.url)]?.[r.method.toLowerCase()])
+      .map((r) => `${r.method} ${r.url}`);
+    expect(missing).toEqual([]);
+  });
+
+  it('lists no operation that is not served', () => {
+    const extra: string[] = [];
+    for (const [path, item] of Object.entries(doc.paths as Record<string, Record<string, unknown>>)) {
+      for (const method of HTTP_METHODS) {
+        if (!item[method]) continue;
+        const url = path.replace(/\{([^}]+)\}/g, ':$1');
+        if (!t.app.hasRoute({ method: method.toUpperCase() as 'GET', url })) extra.push(`${method.toUpperCase()} ${path}`);
+      }
+    }
+    expect(extra).toEqual([]);
+  });
+
+  it('documents the evaluation request from the route schema, not by hand', () => {
+    const op = doc.paths['/api/spendpolicy/evaluate'].post;
+    const schema = op.requestBody.content['application/json'].schema;
+    expect(schema.additionalProperties).toBe(false);
+    expect(schema.required).toEqual(expect.arrayContaining(['agentId', 'requestId', 'chain', 'asset', 'recipient', 'amount', 'policy']));
+    expect(schema.properties.policy.additionalProperties).toBe(false);
+    expect(schema.properties.context.additionalProperties).toBe(false);
+    expect(schema.properties.policy.properties.maxRepeats).toMatchObject({ type: 'integer', minimum: 1 });
+    expect(schema.properties.context.properties.repeatCount).toMatchObject({ type: 'integer', minimum: 0 });
+    expect(schema.properties.context.properties.proofDecision.enum).toEqual(['ALLOW', 'WARN', 'BLOCK', 'INCOMPLETE', 'UNKNOWN']);
+    for (const status of ['200', '400', '429']) expect(op.responses[status], status).toBeDefined();
+  });
+
+  it('documents the pilot-lead request and its 201, 400 and 429', () => {
+    const op = doc.paths['/api/pilot-leads'].post;
+    const schema = op.requestBody.content['application/json'].schema;
+    expect(schema.additionalProperties).toBe(false);
+    expect(schema.properties.email.format).toBe('email');
+    expect(schema.properties.company.maxLength).toBe(120);
+    expect(schema.properties.needs).toMatchObject({ minLength: 10, maxLength: 1200 });
+    expect(schema.properties.monthlyDecisions.enum).toEqual(['under-1k', '1k-10k', '10k-100k', 'over-100k', 'not-sure']);
+    for (const status of ['201', '400', '429']) expect(op.responses[status], status).toBeDefined();
+  });
+});

@@ -1,0 +1,240 @@
+import { randomBytes } from 'node:crypto';
+import { Redis } from 'ioredis';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ADDR, createTestApp, json, type TestApp } from '../helpers/app.js';
+import { createTestDatabase, type TestDatabase } from '../helpers/db.js';
+import { expectProblem } from '../helpers/problems.js';
+
+const EVALUATE_LIMIT = 120;
+
+const evaluateBody = {
+  agentId: 'agent-rl',
+  requestId: 'req-rl',
+  chain: 'base',
+  asset: 'USDC',
+  recipient: ADDR.alice,
+  amount: '1',
+  policy: {
+    maxPerTransaction: '10',
+    remainingDailyBudget: '10',
+    requireHumanAbove: '10',
+    maxRepeats: 1,
+    allowedRecipients: [ADDR.alice],
+    blockUnknownRecipients: true,
+  },
+};
+
+const leadBody = {
+  email: 'ops@example.com',
+  company: 'Example Ltd',
+  monthlyDecisions: '1k-10k',
+  needs: 'We want to bound what our agents may spend.',
+};
+
+interface Source {
+  remoteAddress: string;
+  forwardedFor?: string;
+}
+
+function evaluate(t: TestApp, from: Source) {
+  return t.app.inject({
+    method: 'POST',
+    url: '/api/spendpolicy/evaluate',
+    payload: evaluateBody,
+    remoteAddress: from.remoteAddress,
+    headers: from.forwardedFor ? { 'x-forwarded-for': from.forwardedFor } : {},
+  });
+}
+
+/** Sends `n` evaluations from one source and returns their status codes. */
+async function evaluateTimes(t: TestApp, from: Source, n: number): Promise<number[]> {
+  const codes: number[] = [];
+  for (let i = 0; i < n; i++) codes.push((await evaluate(t, from)).statusCode);
+  return codes;
+}
+
+function expectRateLimited(res: { statusCode: number; headers: Record<string, unknown>; body: string }) {
+  const problem = expectProblem(res, 429, 'rate_limited');
+  const retryAfter = String(res.headers['retry-after']);
+  expect(retryAfter).toMatch(/^[1-9][0-9]*$/);
+  expect(Number(retryAfter)).toBeLessThanOrEqual(3600);
+  if (problem.retryAfter !== undefined) expect(problem.retryAfter).toBe(Number(retryAfter));
+  return problem;
+}
+
+describe('per-source rate limits (in-process)', () => {
+  let t: TestApp;
+  beforeAll(async () => {
+    t = await createTestApp({ config: { rateLimits: true, leadLimit: 3 } });
+  });
+  afterAll(async () => {
+    await t.close();
+  });
+
+  it('the 121st evaluation from one source within the hour is a 429 with Retry-After', async () => {
+    const me = { remoteAddress: '198.51.100.1' };
+    const codes = await evaluateTimes(t, me, EVALUATE_LIMIT);
+    expect(codes.every((c) => c === 200)).toBe(true);
+    const problem = expectRateLimited(await evaluate(t, me));
+    expect(problem.title).toBe('Per-source free evaluation limit reached');
+    // and it stays limited
+    expectRateLimited(await evaluate(t, me));
+  });
+
+  it('other sources are not affected', async () => {
+    const first = { remoteAddress: '198.51.100.2' };
+    await evaluateTimes(t, first, EVALUATE_LIMIT);
+    expectRateLimited(await evaluate(t, first));
+    expect((await evaluate(t, { remoteAddress: '198.51.100.3' })).statusCode).toBe(200);
+    expect((await evaluate(t, { remoteAddress: '2001:db8::1' })).statusCode).toBe(200);
+  });
+
+  it('invalid requests count against the limit too', async () => {
+    const me = { remoteAddress: '198.51.100.4' };
+    for (let i = 0; i < EVALUATE_LIMIT; i++) {
+      const res = await t.app.inject({ method: 'POST', url: '/api/spendpolicy/evaluate', payload: { nope: true }, remoteAddress: me.remoteAddress });
+      expect(res.statusCode).toBe(400);
+    }
+    expectRateLimited(await evaluate(t, me));
+  });
+
+  it('X-Forwarded-For is ignored when no proxy is trusted', async () => {
+    const proxy = '10.0.0.5';
+    // Every request claims a different client; all of them count against the proxy address.
+    for (let i = 0; i < EVALUATE_LIMIT; i++) {
+      expect((await evaluate(t, { remoteAddress: proxy, forwardedFor: `203.0.113.${i % 250}` })).statusCode).toBe(200);
+    }
+    expectRateLimited(await evaluate(t, { remoteAddress: proxy, forwardedFor: '203.0.113.251' }));
+  });
+
+  it('pilot leads answer 429 after config.leadLimit submissions from one source', async () => {
+    const from = '198.51.100.9';
+    const send = () => t.app.inject({ method: 'POST', url: '/api/pilot-leads', payload: leadBody, remoteAddress: from });
+    for (let i = 0; i < t.config.leadLimit; i++) expect((await send()).statusCode).toBe(201);
+    const problem = expectRateLimited(await send());
+    expect(problem.title).toBe('Rate limit reached');
+    expect((await t.app.inject({ method: 'POST', url: '/api/pilot-leads', payload: leadBody, remoteAddress: '198.51.100.10' })).statusCode).toBe(201);
+  });
+
+  it('the evaluation and lead limits are counted separately', async () => {
+    const from = '198.51.100.11';
+    for (let i = 0; i < t.config.leadLimit; i++) {
+      expect((await t.app.inject({ method: 'POST', url: '/api/pilot-leads', payload: leadBody, remoteAddress: from })).statusCode).toBe(201);
+    }
+    expect((await evaluate(t, { remoteAddress: from })).statusCode).toBe(200);
+  });
+
+  it('Retry-After counts down with the window', async () => {
+    const me = { remoteAddress: '198.51.100.12' };
+    await evaluateTimes(t, me, EVALUATE_LIMIT);
+    const retryAfter = Number((await evaluate(t, me)).headers['retry-after']);
+    expect(retryAfter).toBeGreaterThan(3000);
+    expect(retryAfter).toBeLessThanOrEqual(3600);
+  });
+});
+
+describe('per-source rate limits behind a trusted proxy', () => {
+  const proxy = '10.0.0.7';
+  let t: TestApp;
+  beforeAll(async () => {
+    t = await createTestApp({ config: { rateLimits: true, trustProxy: [proxy] } });
+  });
+  afterAll(async () => {
+    await t.close();
+  });
+
+  it('X-Forwarded-For names the source when TRUST_PROXY names the proxy', async () => {
+    const client = { remoteAddress: proxy, forwardedFor: '203.0.113.10' };
+    expect((await evaluateTimes(t, client, EVALUATE_LIMIT)).every((c) => c === 200)).toBe(true);
+    expectRateLimited(await evaluate(t, client));
+    // Another client behind the same proxy has its own count.
+    expect((await evaluate(t, { remoteAddress: proxy, forwardedFor: '203.0.113.11' })).statusCode).toBe(200);
+    // The client's address reached directly is the same source.
+    expectRateLimited(await evaluate(t, { remoteAddress: '203.0.113.10' }));
+  });
+
+  it('the nearest untrusted address in the chain is the source', async () => {
+    // A client cannot escape its limit by prepending made-up hops.
+    const client = { remoteAddress: proxy, forwardedFor: '203.0.113.20' };
+    await evaluateTimes(t, client, EVALUATE_LIMIT);
+    expectRateLimited(await evaluate(t, { remoteAddress: proxy, forwardedFor: '192.0.2.99, 203.0.113.20' }));
+  });
+
+  it('X-Forwarded-For from an address that is not the trusted proxy is ignored', async () => {
+    const untrusted = '10.0.0.8';
+    for (let i = 0; i < EVALUATE_LIMIT; i++) {
+      expect((await evaluate(t, { remoteAddress: untrusted, forwardedFor: `198.18.0.${i % 250}` })).statusCode).toBe(200);
+    }
+    expectRateLimited(await evaluate(t, { remoteAddress: untrusted, forwardedFor: '198.18.1.1' }));
+  });
+});
+
+describe('rate limits switched off', () => {
+  it('RATE_LIMITS=off lets every request through', async () => {
+    const t = await createTestApp({ config: { rateLimits: false } });
+    try {
+      const codes = await evaluateTimes(t, { remoteAddress: '198.51.100.50' }, EVALUATE_LIMIT + 5);
+      expect(codes.every((c) => c === 200)).toBe(true);
+    } finally {
+      await t.close();
+    }
+  });
+});
+
+describe.skipIf(!process.env.REDIS_URL)('rate limits shared through Redis', () => {
+  const keyPrefix = `pw-test:${randomBytes(8).toString('hex')}`;
+  let redisA: Redis;
+  let redisB: Redis;
+  let database: TestDatabase;
+  let a: TestApp;
+  let b: TestApp;
+
+  beforeAll(async () => {
+    redisA = new Redis(process.env.REDIS_URL!, { lazyConnect: true, maxRetriesPerRequest: 1 });
+    redisB = new Redis(process.env.REDIS_URL!, { lazyConnect: true, maxRetriesPerRequest: 1 });
+    await Promise.all([redisA.connect(), redisB.connect()]);
+    database = await createTestDatabase();
+    // Two instances of the service: one database, one Redis, separate processes' worth of state.
+    a = await createTestApp({ config: { rateLimits: true, leadLimit: 4 }, database, redis: { client: redisA, keyPrefix } });
+    b = await createTestApp({ config: { rateLimits: true, leadLimit: 4 }, database, redis: { client: redisB, keyPrefix } });
+  });
+
+  afterAll(async () => {
+    await a?.close();
+    await b?.close();
+    await database?.drop();
+    if (redisA) {
+      const keys = await redisA.keys(`${keyPrefix}*`);
+      if (keys.length) await redisA.del(...keys);
+    }
+    redisA?.disconnect();
+    redisB?.disconnect();
+  });
+
+  it('two instances share one evaluation limit per source', async () => {
+    const me = { remoteAddress: '198.51.100.60' };
+    expect((await evaluateTimes(a, me, EVALUATE_LIMIT / 2)).every((c) => c === 200)).toBe(true);
+    expect((await evaluateTimes(b, me, EVALUATE_LIMIT / 2)).every((c) => c === 200)).toBe(true);
+    expectRateLimited(await evaluate(a, me));
+    expectRateLimited(await evaluate(b, me));
+    // the counter lives in Redis under the configured prefix
+    expect((await redisA.keys(`${keyPrefix}*`)).length).toBeGreaterThan(0);
+  });
+
+  it('other sources keep their own count across instances', async () => {
+    expect((await evaluate(a, { remoteAddress: '198.51.100.61' })).statusCode).toBe(200);
+    expect((await evaluate(b, { remoteAddress: '198.51.100.61' })).statusCode).toBe(200);
+  });
+
+  it('two instances share one pilot-lead limit', async () => {
+    const from = '198.51.100.62';
+    const send = (t: TestApp) => t.app.inject({ method: 'POST', url: '/api/pilot-leads', payload: leadBody, remoteAddress: from });
+    expect((await send(a)).statusCode).toBe(201);
+    expect((await send(b)).statusCode).toBe(201);
+    expect((await send(a)).statusCode).toBe(201);
+    expect((await send(b)).statusCode).toBe(201);
+    expectRateLimited(await send(a));
+    expectRateLimited(await send(b));
+    expect(json(await send(b)).code).toBe('rate_limited');
+  });
+});

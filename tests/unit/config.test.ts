@@ -1,0 +1,160 @@
+import { describe, expect, it } from 'vitest';
+import { ConfigError, parseConfig, testConfig } from '../../src/config.js';
+
+/** The ConfigError thrown for `env`, failing the test when none is thrown. */
+function configError(env: Record<string, string | undefined>): ConfigError {
+  try {
+    parseConfig(env);
+  } catch (err) {
+    expect(err).toBeInstanceOf(ConfigError);
+    return err as ConfigError;
+  }
+  throw new Error(`parseConfig accepted ${JSON.stringify(env)}`);
+}
+
+describe('parseConfig', () => {
+  // toMatchObject: later issues add variables of their own; these are the foundation's.
+  it('has the documented defaults when nothing is set', () => {
+    expect(parseConfig({})).toMatchObject({
+      host: '127.0.0.1',
+      port: 8402,
+      databaseUrl: 'sqlite:./data/paywarden.sqlite',
+      trustProxy: [],
+      publicBaseUrl: 'http://127.0.0.1:8402',
+      logLevel: 'info',
+      rateLimits: true,
+      policyCreateLimit: 20,
+      leadLimit: 10,
+      approvalTtlSeconds: 3600,
+    });
+    expect(parseConfig({}).redisUrl).toBeUndefined();
+    expect(parseConfig({}).receiptSigningKey).toBeUndefined();
+  });
+
+  it('treats an empty variable as unset', () => {
+    expect(parseConfig({ PORT: '', LOG_LEVEL: '', DATABASE_URL: '', RATE_LIMITS: '', TRUST_PROXY: '' })).toEqual(parseConfig({}));
+  });
+
+  it('ignores variables it does not know', () => {
+    expect(parseConfig({ SOMETHING_ELSE: 'x', PATH: '/bin' })).toEqual(parseConfig({}));
+  });
+
+  it('does not read the process environment when given a source', () => {
+    const saved = process.env.PORT;
+    process.env.PORT = '1234';
+    try {
+      expect(parseConfig({}).port).toBe(8402);
+      expect(testConfig().port).toBe(8402);
+    } finally {
+      if (saved === undefined) delete process.env.PORT;
+      else process.env.PORT = saved;
+    }
+  });
+
+  it('reads every variable', () => {
+    const c = parseConfig({
+      HOST: '0.0.0.0',
+      PORT: '9000',
+      DATABASE_URL: 'postgres://user@db.example:5432/pw',
+      REDIS_URL: 'redis://127.0.0.1:6379',
+      TRUST_PROXY: '10.0.0.1, 192.168.0.0/16,loopback',
+      PUBLIC_BASE_URL: 'https://pay.example.com/',
+      LOG_LEVEL: 'debug',
+      RATE_LIMITS: 'off',
+      POLICY_CREATE_LIMIT: '5',
+      LEAD_LIMIT: '3',
+      APPROVAL_TTL_SECONDS: '60',
+      RECEIPT_SIGNING_KEY: 'abc',
+    });
+    expect(c).toMatchObject({
+      host: '0.0.0.0',
+      port: 9000,
+      databaseUrl: 'postgres://user@db.example:5432/pw',
+      redisUrl: 'redis://127.0.0.1:6379',
+      trustProxy: ['10.0.0.1', '192.168.0.0/16', 'loopback'],
+      publicBaseUrl: 'https://pay.example.com',
+      logLevel: 'debug',
+      rateLimits: false,
+      policyCreateLimit: 5,
+      leadLimit: 3,
+      approvalTtlSeconds: 60,
+      receiptSigningKey: 'abc',
+    });
+  });
+
+  it('derives the public base URL from host and port, bracketing IPv6', () => {
+    expect(parseConfig({ HOST: 'localhost', PORT: '80' }).publicBaseUrl).toBe('http://localhost:80');
+    expect(parseConfig({ HOST: '::1' }).publicBaseUrl).toBe('http://[::1]:8402');
+  });
+
+  it.each([
+    ['on', true], ['true', true], ['1', true],
+    ['off', false], ['false', false], ['0', false],
+  ])('RATE_LIMITS=%s is %s', (value, expected) => {
+    expect(parseConfig({ RATE_LIMITS: value }).rateLimits).toBe(expected);
+  });
+
+  it.each([
+    'sqlite:./data/x.sqlite',
+    'sqlite::memory:',
+    'postgres://postgres@127.0.0.1:5432/test',
+    'postgresql://u:p@h/db',
+  ])('accepts DATABASE_URL %s', (url) => {
+    expect(parseConfig({ DATABASE_URL: url }).databaseUrl).toBe(url);
+  });
+
+  it.each([
+    ['PORT', 'abc'],
+    ['PORT', '-1'],
+    ['PORT', '0'],
+    ['PORT', '65536'],
+    ['PORT', '70000'],
+    ['PORT', '123456'],
+    ['PORT', '80 '],
+    ['PORT', '8.5'],
+    ['LOG_LEVEL', 'verbose'],
+    ['LOG_LEVEL', 'INFO'],
+    ['DATABASE_URL', 'mysql://localhost/db'],
+    ['DATABASE_URL', './data/file.sqlite'],
+    ['DATABASE_URL', 'sqlite:'],
+    ['DATABASE_URL', 'postgres://'],
+    ['RATE_LIMITS', 'yes'],
+    ['RATE_LIMITS', 'disabled'],
+    ['REDIS_URL', 'localhost:6379'],
+    ['PUBLIC_BASE_URL', 'ftp://example.com'],
+    ['PUBLIC_BASE_URL', 'example.com'],
+    ['LEAD_LIMIT', 'ten'],
+    ['LEAD_LIMIT', '-5'],
+    ['POLICY_CREATE_LIMIT', '1e3'],
+    ['APPROVAL_TTL_SECONDS', '1.5'],
+    ['TRUST_PROXY', 'true'],
+    ['TRUST_PROXY', 'proxy.internal'],
+    ['TRUST_PROXY', '10.0.0.1,nonsense'],
+    ['TRUST_PROXY', '10.0.0.0/33'],
+    ['TRUST_PROXY', '10.0.0.0/0'],
+    ['TRUST_PROXY', '10.0.0.0/255.0.255.0'],
+    ['TRUST_PROXY', '300.1.1.1'],
+  ])('a bad %s (%j) throws a ConfigError naming the variable', (name, value) => {
+    const err = configError({ [name]: value });
+    expect(err.message).toContain(name);
+  });
+
+  it('names every bad variable at once', () => {
+    const err = configError({ PORT: 'x', LOG_LEVEL: 'loud' });
+    expect(err.message).toContain('PORT');
+    expect(err.message).toContain('LOG_LEVEL');
+  });
+
+  it.each(['127.0.0.1', '::1', '10.0.0.0/8', 'fd00::/8', '10.0.0.0/255.0.0.0', 'loopback', 'linklocal', 'uniquelocal', '10.0.0.1, 10.0.0.2'])(
+    'accepts TRUST_PROXY %j',
+    (value) => {
+      expect(parseConfig({ TRUST_PROXY: value }).trustProxy.length).toBeGreaterThan(0);
+    },
+  );
+});
+
+describe('testConfig', () => {
+  it('is the defaults plus overrides', () => {
+    expect(testConfig({ rateLimits: false, leadLimit: 2 })).toEqual({ ...parseConfig({}), rateLimits: false, leadLimit: 2 });
+  });
+});
