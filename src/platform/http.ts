@@ -12,16 +12,36 @@ export const genReqId = () => randomUUID();
  * defaults, and additionalProperties:false rejects unknown fields instead of stripping them.
  * Query strings and path parameters arrive as text, so only they are coerced.
  */
+const ajvBase: Options = { allErrors: true, removeAdditional: false, useDefaults: false, strict: false };
+const strictAjv = addFormats.default(new Ajv.default({ ...ajvBase, coerceTypes: false }));
+const lenientAjv = addFormats.default(new Ajv.default({ ...ajvBase, coerceTypes: true }));
+
 export function installValidators(app: FastifyInstance): void {
-  const base: Options = { allErrors: true, removeAdditional: false, useDefaults: false, strict: false };
-  const strict = addFormats.default(new Ajv.default({ ...base, coerceTypes: false }));
-  const lenient = addFormats.default(new Ajv.default({ ...base, coerceTypes: true }));
   app.setValidatorCompiler(({ schema, httpPart }) =>
-    (httpPart === 'body' ? strict : lenient).compile(schema as object),
+    (httpPart === 'body' ? strictAjv : lenientAjv).compile(schema as object),
   );
   // Bodies are JSON only. Fastify also parses text/plain by default, which turned a JSON body sent
   // as text/plain into a confusing "body: must be object" 400 instead of the 415 it is.
   app.removeContentTypeParser('text/plain');
+  // An empty body labelled JSON is "no body" (a bare POST to approve), not malformed JSON; routes
+  // that need a body then answer the usual validation 400. Fastify's own parser (with its
+  // prototype-poisoning protection) handles everything else.
+  const parseJson = app.getDefaultJsonParser('error', 'error');
+  app.removeContentTypeParser('application/json');
+  app.addContentTypeParser('application/json', { parseAs: 'string' }, (request, body, done) => {
+    if (body === '') done(null, undefined);
+    else parseJson(request, body as string, done);
+  });
+}
+
+/** Validates a JSON value the way request bodies are validated; throws a 400 AppError naming `part`. */
+export function compileBodyValidator(schema: object, part: string): (value: unknown) => void {
+  const validate = strictAjv.compile(schema);
+  return (value) => {
+    if (validate(value)) return;
+    const err = Object.assign(new Error('invalid'), { validation: validate.errors ?? [], validationContext: part });
+    throw validationProblem(err as unknown as FastifyError);
+  };
 }
 
 function validationProblem(err: FastifyError): AppError {

@@ -407,8 +407,8 @@ describe('POST /api/spendpolicy/evaluate', () => {
       expect(res.headers['content-type']).toMatch(/^application\/problem\+json/);
     });
 
-    it('an empty body with content-type application/json is a 400 malformed_json', async () => {
-      expectProblem(await postRaw('', 'application/json'), 400, 'malformed_json');
+    it('an empty body with content-type application/json is a 400: the body is required', async () => {
+      expectProblem(await postRaw('', 'application/json'), 400, 'invalid_request');
     });
 
     it('whitespace only is a 400 malformed_json', async () => {

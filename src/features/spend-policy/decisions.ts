@@ -73,6 +73,19 @@ export class DecisionService {
     return this.signer.sign('spend-decision', decision.decisionId, decision, now);
   }
 
+  /**
+   * A stored decision as of `now`, with a receipt that covers exactly what is shown. The stored
+   * receipt covers the stored state; a pending request past its expiry reads as EXPIRED, so it
+   * gets a fresh receipt for that state (else the answer's receipt would not verify against it).
+   */
+  private stored(row: DecisionRow, now: Date): Omit<DecisionOutcome, 'replayed'> {
+    const decision = toDecision(row, now);
+    if (decision.approval && decision.approval.status !== row.approval_status) {
+      return { decision, receipt: this.receiptFor(decision, now) };
+    }
+    return { decision, receipt: JSON.parse(row.receipt) as Receipt };
+  }
+
   async decide(req: DecisionRequest, key: { kind: 'agent'; hash: string }, now: Date): Promise<DecisionOutcome> {
     const amount = parseUsdc(req.amount);
     const digest = requestDigest({ agentId: req.agentId, recipient: req.recipient, amount });
@@ -89,7 +102,7 @@ export class DecisionService {
         if (existing.request_digest !== digest) {
           throw new AppError('request_id_conflict', 'this requestId was already used with different content');
         }
-        return { decision: toDecision(existing, now), receipt: JSON.parse(existing.receipt) as Receipt, replayed: true };
+        return { ...this.stored(existing, now), replayed: true };
       }
 
       if (policy.status !== 'active' || policy.agent_status !== 'active') {
@@ -136,7 +149,7 @@ export class DecisionService {
   async approve(decisionId: string, key: { kind: 'admin'; hash: string }, note: string | undefined, now: Date): Promise<DecisionOutcome> {
     return writeTransaction(this.database, async (tx) => {
       const found = await tx.selectFrom('decisions').select('policy_id').where('id', '=', decisionId).executeTakeFirst();
-      if (!found) throw new AppError('not_found', 'decision or key not found');
+      if (!found) return this.unknownDecision(tx, key, now);
       const policy = authorizePolicy(await loadPolicy(this.database, tx, found.policy_id, true), key, now);
       // Read again under the policy lock: a concurrent approval may have changed it.
       const row = await tx.selectFrom('decisions').selectAll().where('id', '=', decisionId).executeTakeFirstOrThrow();
@@ -180,10 +193,27 @@ export class DecisionService {
   /** Reads a decision for a key of its policy (admin or agent). */
   async read(decisionId: string, key: { kind: 'admin' | 'agent'; hash: string }, now: Date): Promise<DecisionOutcome> {
     const row = await this.database.db.selectFrom('decisions').selectAll().where('id', '=', decisionId).executeTakeFirst();
-    const policy = row && (await loadPolicy(this.database, this.database.db, row.policy_id));
-    if (!row || !policy) throw new AppError('not_found', 'decision or key not found');
+    if (!row) return this.unknownDecision(this.database.db, key, now);
+    const policy = await loadPolicy(this.database, this.database.db, row.policy_id);
+    if (!policy) throw new AppError('not_found', 'decision or key not found');
     authorizePolicy(policy, key, now);
-    return { decision: toDecision(row, now), receipt: JSON.parse(row.receipt) as Receipt, replayed: false };
+    return { ...this.stored(row, now), replayed: false };
+  }
+
+  /**
+   * No such decision. When the key is that of a policy whose access expired, the answer is 410 as
+   * on every other endpoint of that policy: purging its data removed the decisions, and a 404
+   * would tell the caller that the key or decision is wrong rather than that access ended.
+   */
+  private async unknownDecision(tx: Tx, key: { kind: 'admin' | 'agent'; hash: string }, now: Date): Promise<never> {
+    const expired = await tx
+      .selectFrom('policies')
+      .select('id')
+      .where(key.kind === 'admin' ? 'admin_key_hash' : 'agent_key_hash', '=', key.hash)
+      .where('access_expires_at', '<=', now.toISOString())
+      .executeTakeFirst();
+    if (expired) throw new AppError('expired', 'protected-policy access has expired');
+    throw new AppError('not_found', 'decision or key not found');
   }
 
   /** Newest first, by the decision's sequence number; `cursor` is the last sequence seen. */

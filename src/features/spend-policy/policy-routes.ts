@@ -38,7 +38,8 @@ export const policyRoutes: FastifyPluginAsyncTypebox<AppDeps & { decisions: Deci
   app.post(
     '/api/spendpolicy/policies',
     {
-      onRequest: deps.limiter.hook('policyCreate'),
+      // Counted after validation: the limit is on creations, so a rejected body uses none of it.
+      preHandler: deps.limiter.hook('policyCreate'),
       schema: {
         tags: ['spend-policy'],
         summary: 'Create a protected spend policy; answers one admin key and one agent key, each shown once',

@@ -1,0 +1,204 @@
+import { createHash, generateKeyPairSync, verify as nodeVerify, type KeyObject } from 'node:crypto';
+import { calculateJwkThumbprint, importJWK, type JWK } from 'jose';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { createTestApp, json, type TestApp } from '../helpers/app.js';
+import { approve, bearer, createPolicy, decide, readDecision } from '../helpers/policies.js';
+
+/**
+ * Receipts are checked here the way an outsider would: only the public JWKS, `jose` to import
+ * the key, WebCrypto to verify, and a canonical-JSON (RFC 8785) writer of our own. Nothing of
+ * the service's code (not its `canonicalize` dependency) is used to verify.
+ */
+
+type Json = null | boolean | number | string | Json[] | { [k: string]: Json };
+
+/** RFC 8785 for plain JSON values: keys sorted by UTF-16 code units, no white space. */
+function jcs(value: Json): string {
+  if (value === null || typeof value !== 'object') {
+    if (typeof value === 'number' && !Number.isFinite(value)) throw new TypeError('not JSON');
+    return JSON.stringify(value);
+  }
+  if (Array.isArray(value)) return `[${value.map(jcs).join(',')}]`;
+  // The default sort compares UTF-16 code units, which is what RFC 8785 asks for.
+  const keys = Object.keys(value).sort();
+  return `{${keys.map((k) => `${JSON.stringify(k)}:${jcs(value[k]!)}`).join(',')}}`;
+}
+
+const sha256 = (text: string) => createHash('sha256').update(text, 'utf8').digest();
+
+interface Receipt {
+  receiptId: string;
+  kind: string;
+  subjectId: string;
+  digest: string;
+  issuedAt: string;
+  keyId: string;
+  alg: string;
+  signature: string;
+}
+
+type PublicKey = CryptoKey | KeyObject | Uint8Array;
+
+async function verifySignature(key: PublicKey, signature: Uint8Array, data: Uint8Array): Promise<boolean> {
+  if (typeof (key as CryptoKey).algorithm === 'object' && 'usages' in (key as CryptoKey)) {
+    return crypto.subtle.verify('Ed25519', key as CryptoKey, new Uint8Array(signature), new Uint8Array(data));
+  }
+  return nodeVerify(null, data, key as KeyObject, signature);
+}
+
+/** Recomputes the digest of `subject` and checks the receipt's signature over those 32 bytes. */
+async function verifyReceipt(subject: Json, receipt: Receipt, key: PublicKey): Promise<{ digestMatches: boolean; signatureValid: boolean }> {
+  const digest = sha256(jcs(subject));
+  const digestMatches = receipt.digest === `sha256:${digest.toString('hex')}`;
+  const signature = Buffer.from(receipt.signature, 'base64url');
+  const signatureValid = await verifySignature(key, signature, digest);
+  return { digestMatches, signatureValid };
+}
+
+async function expectVerifies(subject: Json, receipt: Receipt, key: PublicKey) {
+  expect(await verifyReceipt(subject, receipt, key)).toEqual({ digestMatches: true, signatureValid: true });
+}
+
+async function expectFails(subject: Json, receipt: Receipt, key: PublicKey) {
+  const r = await verifyReceipt(subject, receipt, key);
+  expect(r.digestMatches).toBe(false);
+  expect(r.signatureValid).toBe(false);
+}
+
+describe('our canonical JSON writer', () => {
+  it('follows RFC 8785 for plain values', () => {
+    expect(jcs({ b: 1, a: [true, null, 'x', { d: 2, c: 0.5 }], '': -0 })).toBe('{"":0,"a":[true,null,"x",{"c":0.5,"d":2}],"b":1}');
+    // UTF-16 code unit order: "\u20ac" (U+20AC) sorts before "\ud83d\ude00" (U+1F600), and upper case before lower.
+    expect(jcs({ '😀': 1, '€': 2, a: 3, B: 4 })).toBe('{"B":4,"a":3,"€":2,"😀":1}');
+    expect(jcs({ n: 1e21, m: 1e-7, s: 'line\nbreak "q"' })).toBe('{"m":1e-7,"n":1e+21,"s":"line\\nbreak \\"q\\""}');
+  });
+});
+
+describe('decision receipts', () => {
+  let t: TestApp;
+  let jwks: { keys: Array<JWK & { kid: string }> };
+  const keyFor = async (receipt: Receipt) => {
+    const jwk = jwks.keys.find((k) => k.kid === receipt.keyId);
+    expect(jwk, `no key ${receipt.keyId} in the JWKS`).toBeDefined();
+    return (await importJWK(jwk!, 'EdDSA')) as PublicKey;
+  };
+
+  beforeAll(async () => {
+    t = await createTestApp();
+    const res = await t.app.inject({ method: 'GET', url: '/.well-known/jwks.json' });
+    expect(res.statusCode, res.body).toBe(200);
+    expect(String(res.headers['content-type'])).toMatch(/json/);
+    jwks = json(res);
+  });
+  afterAll(async () => {
+    await t.close();
+  });
+  beforeEach(() => {
+    t.clock.set('2026-01-15T12:00:00.000Z');
+  });
+
+  it('the JWKS holds one public Ed25519 key whose kid is its RFC 7638 thumbprint and the receipts\' keyId', async () => {
+    expect(jwks.keys.length).toBeGreaterThanOrEqual(1);
+    const [jwk] = jwks.keys;
+    expect(jwk).toMatchObject({ kty: 'OKP', crv: 'Ed25519', alg: 'EdDSA', use: 'sig' });
+    expect(jwk).not.toHaveProperty('d');
+    expect(Buffer.from(jwk!.x!, 'base64url').length).toBe(32);
+    expect(jwk!.kid).toBe(await calculateJwkThumbprint(jwk!, 'sha256'));
+
+    const p = await createPolicy(t);
+    const { receipt } = await decide(t, p, { amount: '1' });
+    expect(receipt.keyId).toBe(jwk!.kid);
+    expect(receipt.alg).toBe('EdDSA');
+  });
+
+  it('a decision receipt verifies with only the JWKS, and changing one field breaks it', async () => {
+    const p = await createPolicy(t);
+    const { decision, receipt } = await decide(t, p, { amount: '12.5' });
+    expect(receipt.subjectId).toBe(decision.decisionId);
+    const key = await keyFor(receipt);
+    await expectVerifies(decision, receipt, key);
+
+    // Change one field at a time: the digest no longer matches and the signature fails.
+    const tampered: Array<Record<string, Json>> = [
+      { ...decision, amount: '12.6' },
+      { ...decision, amount: '12.50' },
+      { ...decision, decision: 'BLOCK' },
+      { ...decision, reasons: ['exceeds_daily_budget'] },
+      { ...decision, executionAuthorized: true },
+      { ...decision, recipient: decision.recipient.toUpperCase() },
+      { ...decision, policyRevision: decision.policyRevision + 1 },
+      { ...decision, createdAt: '2026-01-15T12:00:00.001Z' },
+      { ...decision, extra: null },
+    ];
+    for (const changed of tampered) await expectFails(changed, receipt, key);
+
+    // A changed signature, or another key, does not verify the genuine decision either.
+    const sig = Buffer.from(receipt.signature, 'base64url');
+    sig[0] = sig[0]! ^ 1;
+    expect((await verifyReceipt(decision, { ...receipt, signature: sig.toString('base64url') }, key)).signatureValid).toBe(false);
+    const stranger = generateKeyPairSync('ed25519').publicKey.export({ format: 'jwk' });
+    const strangerKey = (await importJWK({ ...stranger, alg: 'EdDSA' }, 'EdDSA')) as PublicKey;
+    expect((await verifyReceipt(decision, receipt, strangerKey)).signatureValid).toBe(false);
+  });
+
+  it('BLOCK and HUMAN_APPROVAL receipts verify too, also when read back later', async () => {
+    const p = await createPolicy(t);
+    for (const amount of ['60', '30']) {
+      const made = await decide(t, p, { amount });
+      expect(made.decision.decision).toBe(amount === '60' ? 'BLOCK' : 'HUMAN_APPROVAL');
+      await expectVerifies(made.decision, made.receipt, await keyFor(made.receipt));
+      t.clock.advance(60_000);
+      const read = json(await readDecision(t, made.decision.decisionId, bearer(p.agentKey)));
+      await expectVerifies(read.decision, read.receipt, await keyFor(read.receipt));
+    }
+  });
+
+  it("an approved decision's receipt verifies against the approved state, not the pending one", async () => {
+    const p = await createPolicy(t);
+    const pending = await decide(t, p, { amount: '30' });
+    expect(pending.decision.approval.status).toBe('PENDING');
+    t.clock.advance(10 * 60_000);
+    const res = await approve(t, pending.decision.decisionId, p.adminKey, { note: 'checked' });
+    expect(res.statusCode, res.body).toBe(200);
+    const approved = json(res);
+    const key = await keyFor(approved.receipt);
+
+    await expectVerifies(approved.decision, approved.receipt, key);
+    expect(approved.receipt.receiptId).not.toBe(pending.receipt.receiptId);
+    await expectFails(pending.decision, approved.receipt, key);
+    await expectFails(approved.decision, pending.receipt, key);
+    await expectFails({ ...approved.decision, approval: { ...approved.decision.approval, approvedAt: null } }, approved.receipt, key);
+
+    const read = json(await readDecision(t, pending.decision.decisionId, bearer(p.adminKey)));
+    expect(read.decision.approval.status).toBe('ADMIN_APPROVED');
+    await expectVerifies(read.decision, read.receipt, key);
+  });
+
+  it('the answer to a read verifies also once a pending request has expired', async () => {
+    const p = await createPolicy(t);
+    const pending = await decide(t, p, { amount: '30' });
+    t.clock.advance(t.config.approvalTtlSeconds * 1000 + 1000);
+    const read = json(await readDecision(t, pending.decision.decisionId, bearer(p.adminKey)));
+    expect(read.decision.approval.status).toBe('EXPIRED');
+    await expectVerifies(read.decision, read.receipt, await keyFor(read.receipt));
+    // The same holds for an exact retry of the request, answered from storage.
+    const retry = await decide(t, p, { requestId: pending.decision.requestId, amount: '30' });
+    expect(retry.decision).toEqual(read.decision);
+    await expectVerifies(retry.decision, retry.receipt, await keyFor(retry.receipt));
+    // The receipt issued at decision time still verifies the decision as it was then.
+    await expectVerifies(pending.decision, pending.receipt, await keyFor(pending.receipt));
+  });
+
+  it('another instance on the same database signs with the same published key', async () => {
+    const second = await createTestApp({ database: t.database, clock: t.clock });
+    try {
+      const other = json(await second.app.inject({ method: 'GET', url: '/.well-known/jwks.json' }));
+      expect(other).toEqual(jwks);
+      const p = await createPolicy(second);
+      const made = await decide(second, p, { amount: '2' });
+      await expectVerifies(made.decision, made.receipt, await keyFor(made.receipt));
+    } finally {
+      await second.app.close();
+    }
+  });
+});

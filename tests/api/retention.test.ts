@@ -1,0 +1,152 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { purgeExpired } from '../../src/features/maintenance.js';
+import { createTestApp, json, type TestApp } from '../helpers/app.js';
+import { expectProblem } from '../helpers/problems.js';
+import {
+  approve,
+  bearer,
+  createPolicy,
+  decide,
+  decideRaw,
+  getPolicy,
+  listDecisions,
+  putPolicy,
+  readDecision,
+  rotateAgentKey,
+  rules,
+  type Created,
+} from '../helpers/policies.js';
+
+const START = '2026-01-15T12:00:00.000Z';
+const DAY = 86_400_000;
+const RETENTION = 30 * DAY;
+
+type Res = { statusCode: number; headers: Record<string, unknown>; body: string };
+
+/**
+ * Pilot retention: policy access ends 30 days after creation (accessExpiresAt). From then on
+ * every endpoint of the policy answers 410, before and after its data is purged.
+ */
+describe('pilot policy retention', () => {
+  let t: TestApp;
+  let p: Created;
+  let agentKey: string;
+  const ids = { approved: '', pending: '', blocked: '', pendingOld: '' };
+
+  beforeAll(async () => {
+    t = await createTestApp();
+    t.clock.set(START);
+    p = await createPolicy(t, { dailyBudget: '100', requireHumanAbove: '20' });
+    agentKey = p.agentKey;
+    ids.pendingOld = (await decide(t, p, { amount: '30' })).decision.decisionId;
+  });
+  afterAll(async () => {
+    await t.close();
+  });
+
+  /** Every policy and decision endpoint of `p`, each with the right kind of key. */
+  function everyEndpoint(): Array<[string, () => Promise<Res>]> {
+    const admin = p.adminKey;
+    return [
+      ['GET policy', () => getPolicy(t, p.policyId, bearer(admin))],
+      ['PUT policy', () => putPolicy(t, p.policyId, { policy: rules({ requireHumanAbove: '20' }) }, bearer(admin))],
+      ['list decisions', () => listDecisions(t, p.policyId, admin)],
+      ['list pending', () => listDecisions(t, p.policyId, admin, 'status=PENDING')],
+      ['decide', () => decideRaw(t, { policyId: p.policyId, agentKey }, { amount: '1' })],
+      ['read decision (admin)', () => readDecision(t, ids.approved, bearer(admin))],
+      ['read decision (agent)', () => readDecision(t, ids.blocked, bearer(agentKey))],
+      ['approve', () => approve(t, ids.pending, admin)],
+      ['rotate agent key', () => rotateAgentKey(t, p.policyId, admin)],
+    ];
+  }
+
+  it('states accessExpiresAt 30 days after creation', async () => {
+    const res = json(await getPolicy(t, p.policyId, bearer(p.adminKey)));
+    expect(res.createdAt).toBe(START);
+    expect(res.accessExpiresAt).toBe(new Date(Date.parse(START) + RETENTION).toISOString());
+  });
+
+  it('every endpoint works until just before then', async () => {
+    t.clock.set(new Date(Date.parse(START) + RETENTION - 10 * 60_000));
+    ids.approved = (await decide(t, { policyId: p.policyId, agentKey }, { amount: '1' })).decision.decisionId;
+    ids.blocked = (await decide(t, { policyId: p.policyId, agentKey }, { amount: '1000' })).decision.decisionId;
+    ids.pending = (await decide(t, { policyId: p.policyId, agentKey }, { amount: '25' })).decision.decisionId;
+    const second = (await decide(t, { policyId: p.policyId, agentKey }, { amount: '26' })).decision.decisionId;
+
+    for (const [name, call] of everyEndpoint()) {
+      const res = await call();
+      expect(res.statusCode, `${name}: ${res.body}`).toBe(200);
+      if (name === 'PUT policy') {
+        // The PUT moved the revision on: approve a decision of the new revision next.
+        ids.pending = (await decide(t, { policyId: p.policyId, agentKey }, { amount: '27' })).decision.decisionId;
+      }
+      if (name === 'approve') {
+        ids.pending = (await decide(t, { policyId: p.policyId, agentKey }, { amount: '28' })).decision.decisionId;
+      }
+      if (name === 'rotate agent key') agentKey = json(res).agentKey;
+    }
+    expect(second).toMatch(/^dec_/);
+    expect(ids.pending).toMatch(/^dec_/);
+  });
+
+  it('answers 410 on every endpoint once access expired, whichever kind of key is used', async () => {
+    t.clock.set(p.accessExpiresAt as string);
+    for (const [name, call] of everyEndpoint()) {
+      const body = expectProblem(await call(), 410, 'expired');
+      expect(body.title, name).toBeTruthy();
+    }
+    // The 410 is about the policy, not the approval request: that one had not expired.
+    t.clock.set(new Date(Date.parse(p.accessExpiresAt as string) + DAY));
+    for (const [, call] of everyEndpoint()) expectProblem(await call(), 410, 'expired');
+    expectProblem(await readDecision(t, ids.pending, bearer(agentKey)), 410, 'expired');
+    expectProblem(await readDecision(t, ids.pendingOld, bearer(p.adminKey)), 410, 'expired');
+  });
+
+  it('the wrong key or kind of key still gets 404 and 401, never the policy\'s state', async () => {
+    const stranger = await createPolicy(t);
+    expectProblem(await getPolicy(t, p.policyId, bearer(stranger.adminKey)), 404, 'not_found');
+    expectProblem(await readDecision(t, ids.approved, bearer(stranger.adminKey)), 404, 'not_found');
+    expectProblem(await getPolicy(t, p.policyId, bearer(agentKey)), 401, 'admin_key_required');
+    expectProblem(await decideRaw(t, { policyId: p.policyId, agentKey: p.adminKey }, { amount: '1' }), 401, 'agent_key_required');
+  });
+
+  it('after purge the decisions are gone, and every endpoint still answers 410 (not 404)', async () => {
+    t.clock.set(new Date(Date.parse(p.accessExpiresAt as string) + DAY));
+    const live = await createPolicy(t, { requireHumanAbove: '20' });
+    const liveDecision = await decide(t, live, { amount: '25' });
+    const before = await t.database.db.selectFrom('decisions').select('id').where('policy_id', '=', p.policyId).execute();
+    expect(before.length).toBeGreaterThanOrEqual(6);
+
+    const result = await purgeExpired(t.database, t.clock.now());
+    expect(result.policies).toBeGreaterThanOrEqual(1);
+
+    const after = await t.database.db.selectFrom('decisions').select('id').where('policy_id', '=', p.policyId).execute();
+    expect(after).toEqual([]);
+    const spend = await t.database.db.selectFrom('policy_day_spend').select('day').where('policy_id', '=', p.policyId).execute();
+    expect(spend).toEqual([]);
+    const row = await t.database.db.selectFrom('policies').selectAll().where('id', '=', p.policyId).executeTakeFirstOrThrow();
+    expect(row.purged_at).not.toBeNull();
+    expect(row.rules).toBe('{}');
+
+    for (const [name, call] of everyEndpoint()) {
+      const res = await call();
+      expect(res.statusCode, `${name}: ${res.body}`).toBe(410);
+      expectProblem(res, 410, 'expired');
+    }
+    for (const id of [ids.pendingOld, ids.blocked]) {
+      expectProblem(await readDecision(t, id, bearer(p.adminKey)), 410, 'expired');
+      expectProblem(await readDecision(t, id, bearer(agentKey)), 410, 'expired');
+      expectProblem(await approve(t, id, p.adminKey), 410, 'expired');
+    }
+
+    // A live policy is untouched by the purge, and an unknown decision is still a 404 for it.
+    const read = await readDecision(t, liveDecision.decision.decisionId, bearer(live.adminKey));
+    expect(read.statusCode, read.body).toBe(200);
+    expect((await approve(t, liveDecision.decision.decisionId, live.adminKey)).statusCode).toBe(200);
+    expectProblem(await readDecision(t, ids.approved, bearer(live.adminKey)), 404, 'not_found');
+    expectProblem(await approve(t, ids.pending, live.adminKey), 404, 'not_found');
+
+    // Purging again finds nothing more to do.
+    expect((await purgeExpired(t.database, t.clock.now())).policies).toBe(0);
+  });
+});
