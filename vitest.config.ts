@@ -1,7 +1,8 @@
 import { defineConfig } from 'vitest/config';
 
 // The whole suite runs on SQLite always, and again on PostgreSQL when TEST_DATABASE_URL is set.
-// Pure-rule tests (tests/unit) and the chain stack (tests/devnet) touch no database, so they run once.
+// Pure-rule tests (tests/unit) and the chain stack (tests/devnet) touch no database, so they run
+// once; tests/paid drives the payment pipeline, whose storage matters, so it runs on both.
 const shared = { include: ['tests/**/*.test.ts'], testTimeout: 60_000, hookTimeout: 120_000 };
 
 export default defineConfig({

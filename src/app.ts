@@ -16,6 +16,8 @@ import { decisionRoutes } from './features/spend-policy/decision-routes.js';
 import { DecisionService } from './features/spend-policy/decisions.js';
 import { policyRoutes } from './features/spend-policy/policy-routes.js';
 import { jwksRoutes } from './features/receipts/routes.js';
+import { reportRoutes } from './features/reports/routes.js';
+import type { ChainClient } from './platform/chain.js';
 import { ReceiptSigner } from './platform/receipts.js';
 
 export interface AppDeps {
@@ -25,6 +27,8 @@ export interface AppDeps {
   limiter: RateLimiter;
   /** Loaded from configuration or the database when not given. */
   receipts?: ReceiptSigner;
+  /** The Base client; built from BASE_RPC_URLS when not given. */
+  chain?: ChainClient;
   /** pino options, or false for silence (tests); defaults to the configured level. */
   logger?: FastifyServerOptions['logger'];
 }
@@ -61,5 +65,6 @@ export async function buildApp(deps: AppDeps): Promise<App> {
   await app.register(jwksRoutes, { ...deps, receipts });
   await app.register(policyRoutes, { ...deps, decisions });
   await app.register(decisionRoutes, { ...deps, decisions });
+  await app.register(reportRoutes, { ...deps, receipts });
   return app;
 }

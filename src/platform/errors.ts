@@ -11,6 +11,7 @@ export const ERROR_CODES = {
   agent_bearer_key_required: { status: 401, title: 'Agent bearer key required' },
   bearer_key_required: { status: 401, title: 'Bearer key required' },
   payment_required: { status: 402, title: 'Payment required' },
+  payment_invalid: { status: 402, title: 'Payment not accepted' },
   inactive: { status: 403, title: 'Agent or policy is inactive' },
   agent_mismatch: { status: 403, title: 'Agent does not match the policy' },
   not_found: { status: 404, title: 'Not found' },
@@ -35,6 +36,7 @@ export const ERROR_CODES = {
   upstream_unavailable: { status: 502, title: 'Upstream provider unavailable' },
   storage_unavailable: { status: 503, title: 'Storage unavailable' },
   direct_checks_disabled: { status: 503, title: 'Direct pilot checks not enabled' },
+  payments_unavailable: { status: 503, title: 'Paid reports are not configured' },
 } as const satisfies Record<string, { status: number; title: string }>;
 
 export type ErrorCode = keyof typeof ERROR_CODES;

@@ -92,6 +92,48 @@ function migrations(dialect: Dialect): Record<string, Migration> {
           .addColumn('count', 'integer', (c) => c.notNull())
           .addPrimaryKeyConstraint('policy_day_repeats_pk', ['policy_id', 'day', 'recipient', 'amount_micro'])
           .execute();
+        // Looking a key up by its hash (expired-policy answers) must not scan the table.
+        await db.schema.createIndex('policies_admin_key_hash').on('policies').column('admin_key_hash').execute();
+        await db.schema.createIndex('policies_agent_key_hash').on('policies').column('agent_key_hash').execute();
+      },
+    },
+    '0003_paid_reports': {
+      async up(db: Kysely<any>) {
+        await db.schema
+          .createTable('paid_reports')
+          .addColumn('id', 'text', (c) => c.primaryKey())
+          .addColumn('path', 'text', (c) => c.notNull())
+          .addColumn('input_digest', 'text', (c) => c.notNull())
+          .addColumn('input', 'text', (c) => c.notNull())
+          .addColumn('report', 'text', (c) => c.notNull())
+          .addColumn('receipt', 'text')
+          .addColumn('price_micro', 'bigint', (c) => c.notNull())
+          .addColumn('network', 'text', (c) => c.notNull())
+          .addColumn('pay_to', 'text', (c) => c.notNull())
+          .addColumn('payer', 'text', (c) => c.notNull())
+          .addColumn('auth_id', 'text', (c) => c.notNull().unique())
+          .addColumn('payment_digest', 'text', (c) => c.notNull())
+          .addColumn('payment', 'text', (c) => c.notNull())
+          .addColumn('status', 'text', (c) => c.notNull())
+          .addColumn('settle_tx', 'text')
+          .addColumn('failure', 'text')
+          .addColumn('from_block', 'bigint', (c) => c.notNull())
+          .addColumn('order_id', 'text')
+          .addColumn('created_at', 'text', (c) => c.notNull())
+          .addColumn('settled_at', 'text')
+          .execute();
+        await db.schema
+          .createTable('orders')
+          .addColumn('id', 'text', (c) => c.primaryKey())
+          .addColumn('key_hash', 'text', (c) => c.notNull())
+          .addColumn('path', 'text', (c) => c.notNull())
+          .addColumn('input_digest', 'text', (c) => c.notNull())
+          .addColumn('input', 'text', (c) => c.notNull())
+          .addColumn('report_id', 'text')
+          .addColumn('created_at', 'text', (c) => c.notNull())
+          .addColumn('expires_at', 'text', (c) => c.notNull())
+          .execute();
+        await db.schema.createIndex('orders_expires_at').on('orders').column('expires_at').execute();
       },
     },
   };

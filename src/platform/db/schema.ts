@@ -12,6 +12,8 @@ export interface DB {
   decisions: DecisionsTable;
   policy_day_spend: PolicyDaySpendTable;
   policy_day_repeats: PolicyDayRepeatsTable;
+  paid_reports: PaidReportsTable;
+  orders: OrdersTable;
 }
 
 /** A bigint column as the drivers return it. */
@@ -89,4 +91,45 @@ export interface PolicyDayRepeatsTable {
   recipient: string;
   amount_micro: BigIntColumn;
   count: number;
+}
+
+/** One row per payment authorization: the report it bought and how its settlement went. */
+export interface PaidReportsTable {
+  id: string;
+  path: string;
+  input_digest: string;
+  input: string;
+  report: string;
+  /** JSON receipt, signed once the settlement is seen */
+  receipt: string | null;
+  price_micro: BigIntColumn;
+  network: string;
+  pay_to: string;
+  payer: string;
+  /** payer:nonce of the EIP-3009 authorization; unique, so one authorization buys one report */
+  auth_id: string;
+  /** digest of the whole payment payload, so a replay must be byte-for-byte the same authorization */
+  payment_digest: string;
+  /** JSON of the verified payment payload and requirements, to settle again after a crash */
+  payment: string;
+  /** stored | settled | pending | failed */
+  status: string;
+  settle_tx: string | null;
+  failure: string | null;
+  /** block height when the payment was verified: where a settlement search on chain starts */
+  from_block: BigIntColumn;
+  order_id: string | null;
+  created_at: string;
+  settled_at: string | null;
+}
+
+export interface OrdersTable {
+  id: string;
+  key_hash: string;
+  path: string;
+  input_digest: string;
+  input: string;
+  report_id: string | null;
+  created_at: string;
+  expires_at: string;
 }

@@ -1,0 +1,97 @@
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
+import { Type } from 'typebox';
+import { digestOf } from '../../platform/canonical.js';
+import { AppError } from '../../platform/errors.js';
+import { compileBodyValidator } from '../../platform/http.js';
+import { PAID_REPORTS, type PaidReportName } from '../../platform/prices.js';
+import { DateTime, problems, StringEnum } from '../../platform/schemas.js';
+import type { PaidReportDef, PaidReports } from '../reports/pipeline.js';
+import { PendingReport, ReportReceipt } from '../reports/report-schemas.js';
+import { TX_HASH_PATTERN } from '../reports/schemas.js';
+import type { AppDeps } from '../../app.js';
+
+const PATHS = Object.values(PAID_REPORTS).map((r) => r.path);
+
+const CreateOrder = Type.Object(
+  {
+    path: StringEnum(PATHS as [string, ...string[]], { description: 'The paid report this order is for' }),
+    input: Type.Object({}, { additionalProperties: true, description: 'The request body of that report ({} for the quick check)' }),
+  },
+  { additionalProperties: false },
+);
+const CreatedOrder = Type.Object({
+  id: Type.String({ pattern: '^ord_[0-9a-f]{32}$' }),
+  key: Type.String({ description: 'Shown once: store it privately with the id, before paying' }),
+  expiresAt: DateTime(),
+});
+const Recover = Type.Object(
+  {
+    id: Type.String({ maxLength: 100 }),
+    key: Type.String({ maxLength: 100 }),
+    txHash: Type.Optional(Type.String({ pattern: TX_HASH_PATTERN, description: 'Settlement transaction of an interrupted payment' })),
+  },
+  { additionalProperties: false },
+);
+const Restored = Type.Object({ report: Type.Object({}, { additionalProperties: true }), receipt: ReportReceipt });
+const Unpaid = Type.Object({ status: StringEnum(['unpaid', 'pending'] as const), orderId: Type.String(), retryAfter: Type.Integer(), reason: Type.String() });
+
+export const orderRoutes: FastifyPluginAsyncTypebox<AppDeps & { reports: PaidReports; defs: PaidReportDef[] }> = async (app, deps) => {
+  // An order's input must be a valid request for its report, checked exactly as the report checks it.
+  const validators = new Map<string, (v: unknown) => void>();
+  for (const def of deps.defs) {
+    const path = PAID_REPORTS[def.name as PaidReportName].path;
+    validators.set(path, compileBodyValidator(def.body ?? Type.Object({}, { additionalProperties: false }), 'body/input'));
+  }
+
+  app.post(
+    '/api/orders',
+    {
+      schema: {
+        tags: ['paid reports'],
+        summary: 'Create a recovery order before paying for a report',
+        description: 'Store id and key privately, then send them as Report-Id and Recovery-Key with the paid request. Nothing is charged here.',
+        body: CreateOrder,
+        response: { 201: CreatedOrder, ...problems(400, 413, 415, 503) },
+      },
+    },
+    async (request, reply) => {
+      const { path, input } = request.body;
+      const validate = validators.get(path);
+      if (!validate) throw new AppError('invalid_request', `${path} is not served by this deployment`);
+      validate(input);
+      const { row, key } = await deps.reports.orders.create(path, input, digestOf({ path, input }), deps.clock.now());
+      return reply.status(201).send({ id: row.id, key, expiresAt: row.expires_at });
+    },
+  );
+
+  app.post(
+    '/api/orders/recover',
+    {
+      schema: {
+        tags: ['paid reports'],
+        summary: 'Restore a paid report without paying again',
+        description: '200 with the original report and its receipt once the payment is settled; 202 while unpaid or pending (do not pay again). Pass txHash for an interrupted payment that settled.',
+        body: Recover,
+        response: { 200: Restored, 202: Type.Union([Unpaid, PendingReport]), ...problems(400, 402, 404, 410, 413, 415, 503) },
+      },
+    },
+    async (request, reply) => {
+      const now = deps.clock.now();
+      const order = await deps.reports.orders.open(request.body.id, request.body.key, now);
+      if (!order.report_id) {
+        reply.header('retry-after', '5');
+        return reply.status(202).send({ status: 'unpaid' as const, orderId: order.id, retryAfter: 5, reason: 'no payment has been received for this order' });
+      }
+      const row = await deps.reports.store.byId(order.report_id);
+      if (!row) throw new AppError('not_found', 'unknown report or incorrect key');
+      const d = await deps.reports.settlement.resume(row, request.body.txHash);
+      if (d.kind === 'report') return reply.status(200).send({ report: d.report, receipt: d.receipt as never });
+      if (d.kind === 'pending') {
+        reply.header('retry-after', String(d.body.retryAfter));
+        const { recoveryKey: _unused, ...body } = d.body;
+        return reply.status(202).send(body);
+      }
+      throw d.error;
+    },
+  );
+};

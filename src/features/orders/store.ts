@@ -1,0 +1,59 @@
+import { randomBytes } from 'node:crypto';
+import type { Database } from '../../platform/db/database.js';
+import type { OrdersTable } from '../../platform/db/schema.js';
+import { AppError } from '../../platform/errors.js';
+import { newId } from '../../platform/ids.js';
+import { hashKey, sameHash } from '../../platform/keys.js';
+
+export type OrderRow = OrdersTable;
+
+/** A recovery key: 32 random bytes, base64url; only its hash is stored. */
+export function newRecoveryKey(): string {
+  return `ork_${randomBytes(32).toString('base64url')}`;
+}
+
+export class OrderStore {
+  constructor(
+    private readonly database: Database,
+    private readonly ttlSeconds: number,
+  ) {}
+
+  async create(path: string, input: unknown, inputDigest: string, now: Date, reportId: string | null = null): Promise<{ row: OrderRow; key: string }> {
+    const key = newRecoveryKey();
+    const row: OrderRow = {
+      id: newId('ord'),
+      key_hash: hashKey(key),
+      path,
+      input_digest: inputDigest,
+      input: JSON.stringify(input),
+      report_id: reportId,
+      created_at: now.toISOString(),
+      expires_at: new Date(now.getTime() + this.ttlSeconds * 1000).toISOString(),
+    };
+    await this.database.db.insertInto('orders').values(row).execute();
+    return { row, key };
+  }
+
+  /** The order for an id and key: 404 when either is wrong (never telling which), 410 when expired. */
+  async open(id: string, key: string, now: Date): Promise<OrderRow> {
+    const row = await this.database.db.selectFrom('orders').selectAll().where('id', '=', id).executeTakeFirst();
+    if (!row || !sameHash(row.key_hash, hashKey(key))) throw new AppError('not_found', 'unknown report or incorrect key');
+    if (now.toISOString() >= row.expires_at) throw new AppError('recovery_expired', 'the recovery period of this order has ended');
+    return row;
+  }
+
+  /** Binds the order to the report its payment bought; an order is bound once. */
+  async bind(orderId: string, reportId: string): Promise<void> {
+    await this.database.db
+      .updateTable('orders')
+      .set({ report_id: reportId })
+      .where('id', '=', orderId)
+      .where('report_id', 'is', null)
+      .execute();
+  }
+
+  async purgeExpired(now: Date): Promise<number> {
+    const res = await this.database.db.deleteFrom('orders').where('expires_at', '<=', now.toISOString()).executeTakeFirst();
+    return Number(res.numDeletedRows);
+  }
+}

@@ -1,0 +1,229 @@
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { TSchema } from 'typebox';
+import type { ChainClient } from '../../platform/chain.js';
+import type { AppDeps } from '../../app.js';
+import { digestOf } from '../../platform/canonical.js';
+import { writeTransaction } from '../../platform/db/tx.js';
+import { AppError } from '../../platform/errors.js';
+import { newId } from '../../platform/ids.js';
+import { NETWORK, PAID_REPORTS, priceMicro, type PaidReportName } from '../../platform/prices.js';
+import type { ReceiptSigner } from '../../platform/receipts.js';
+import { problems } from '../../platform/schemas.js';
+import { paymentIdentity, type PaymentGateway } from '../../platform/x402.js';
+import { OrderStore, type OrderRow } from '../orders/store.js';
+import { PendingReport, ReportReceipt } from './report-schemas.js';
+import { SettlementService, type Delivery } from './settlement.js';
+import { PaidReportStore, type PaidReportRow } from './store.js';
+
+export interface PaidReportDef {
+  name: PaidReportName;
+  body: TSchema | null;
+  response: TSchema;
+  summary: string;
+  description: string;
+  example?: Record<string, unknown>;
+  produce(input: any, now: Date): Promise<Record<string, unknown>>;
+}
+
+export interface PaymentDeps extends AppDeps {
+  gateway: PaymentGateway;
+  chain: ChainClient;
+  receipts: ReceiptSigner;
+}
+
+/**
+ * One payment pipeline for every paid report, in the order DESIGN.md fixes: validate (Fastify,
+ * before anything here) -> 402 challenge -> facilitator verify -> produce -> store durably ->
+ * settle -> 200. A payment is never settled for a report that was not stored, and one
+ * authorization buys one report: its payer:nonce is a unique key in storage.
+ */
+export class PaidReports {
+  readonly store: PaidReportStore;
+  readonly orders: OrderStore;
+  readonly settlement: SettlementService;
+
+  constructor(private readonly deps: PaymentDeps) {
+    this.store = new PaidReportStore(deps.database);
+    this.orders = new OrderStore(deps.database, deps.config.recoveryTtlSeconds);
+    this.settlement = new SettlementService(deps, this.store);
+  }
+
+  register(app: FastifyInstance, def: PaidReportDef): void {
+    const report = PAID_REPORTS[def.name];
+    app.route({
+      method: report.method,
+      url: report.path,
+      schema: {
+        tags: ['paid reports'],
+        summary: `${def.summary} (x402: ${report.price} USDC)`,
+        description: `${def.description}\n\nCharged ${report.price} USDC per delivered report, INCOMPLETE or negative results included. Without PAYMENT-SIGNATURE the answer is 402 with PAYMENT-REQUIRED (nothing charged). Send Report-Id and Recovery-Key (from POST /api/orders) to be able to restore the report through POST /api/orders/recover.`,
+        security: [{ x402: [] }],
+        headers: {
+          type: 'object',
+          properties: {
+            'payment-signature': { type: 'string', description: 'x402 v2 payment authorization (base64 JSON)' },
+            'report-id': { type: 'string', pattern: '^ord_[0-9a-f]{32}$', description: 'Recovery order id' },
+            'recovery-key': { type: 'string', maxLength: 100, description: 'Recovery order key' },
+          },
+        },
+        ...(def.body ? { body: def.body } : {}),
+        response: {
+          200: { ...def.response, properties: { ...(def.response as { properties: object }).properties, receipt: ReceiptSchemaRef } },
+          202: PendingReport,
+          402: { description: 'Payment required: the PAYMENT-REQUIRED header holds the x402 challenge; nothing charged', type: 'object', additionalProperties: true },
+          ...problems(400, 404, 409, 410, 413, 415, 502, 503),
+        },
+      },
+      handler: (request, reply) => this.handle(def, request, reply),
+    });
+  }
+
+  private async handle(def: PaidReportDef, request: FastifyRequest, reply: FastifyReply): Promise<FastifyReply> {
+    const now = this.deps.clock.now();
+    const path = PAID_REPORTS[def.name].path;
+    const input = def.body ? request.body : {};
+    const inputDigest = digestOf({ path, input });
+    const order = await this.boundOrder(request, path, inputDigest, now);
+    if (order?.report_id) return this.deliver(reply, await this.settlement.resume(await this.mustLoad(order.report_id)));
+
+    const signature = header(request, 'payment-signature');
+    if (!signature) {
+      await this.storageReachable();
+      return this.sendGate(reply, await this.deps.gateway.gate(request));
+    }
+    const payment = paymentIdentity(signature);
+    const paymentDigest = digestOf(payment.payload);
+    const existing = await this.guardStorage(() => this.store.byAuth(payment.authId));
+    if (existing) {
+      this.checkSamePurchase(existing, path, inputDigest, paymentDigest);
+      return this.deliver(reply, await this.settlement.resume(existing));
+    }
+
+    const gate = await this.deps.gateway.gate(request, signature);
+    if (gate.kind === 'respond') return this.sendGate(reply, gate);
+    const fromBlock = await this.deps.chain.getBlockNumber({ cacheTime: 0 }).catch(() => {
+      throw new AppError('upstream_unavailable', 'the chain could not be read; nothing was charged');
+    });
+    const produced = await def.produce(input, now);
+
+    const row: PaidReportRow = {
+      id: newId('rpt'),
+      path,
+      input_digest: inputDigest,
+      input: JSON.stringify(input),
+      report: JSON.stringify(produced),
+      receipt: null,
+      price_micro: priceMicro(def.name),
+      network: NETWORK,
+      pay_to: gate.requirements.payTo,
+      payer: payment.payer,
+      auth_id: payment.authId,
+      payment_digest: paymentDigest,
+      payment: JSON.stringify({ payload: gate.payload, requirements: gate.requirements, extensions: gate.extensions ?? null }),
+      status: 'stored',
+      settle_tx: null,
+      failure: null,
+      from_block: fromBlock,
+      order_id: order?.id ?? null,
+      created_at: now.toISOString(),
+      settled_at: null,
+    };
+    const stored = await this.storeWithOrder(row, order, path, input, inputDigest, now);
+    if (!stored.inserted) {
+      const winner = await this.mustLoadByAuth(payment.authId);
+      this.checkSamePurchase(winner, path, inputDigest, paymentDigest);
+      return this.deliver(reply, await this.settlement.resume(winner));
+    }
+    return this.deliver(reply, await this.settlement.settleNew(row, stored.recoveryKey));
+  }
+
+  /** A paid request may name a recovery order; it must be for this very report and input. */
+  private async boundOrder(request: FastifyRequest, path: string, inputDigest: string, now: Date): Promise<OrderRow | undefined> {
+    const id = header(request, 'report-id');
+    const key = header(request, 'recovery-key');
+    if (!id && !key) return undefined;
+    if (!id || !key) throw new AppError('invalid_request', 'send both Report-Id and Recovery-Key, or neither');
+    const order = await this.guardStorage(() => this.orders.open(id, key, now));
+    if (order.path !== path || order.input_digest !== inputDigest) {
+      throw new AppError('payment_conflict', 'the recovery order was created for another report or input');
+    }
+    return order;
+  }
+
+  /** Report and (when the caller brought none) a recovery order, in one transaction. */
+  private async storeWithOrder(row: PaidReportRow, order: OrderRow | undefined, path: string, input: unknown, inputDigest: string, now: Date) {
+    return this.guardStorage(() =>
+      writeTransaction(this.deps.database, async (tx) => {
+        const scoped = { ...this.deps.database, db: tx } as typeof this.deps.database;
+        const inserted = await new PaidReportStore(scoped).insert(row);
+        if (!inserted) return { inserted: false as const, recoveryKey: undefined };
+        if (order) {
+          await new OrderStore(scoped, this.deps.config.recoveryTtlSeconds).bind(order.id, row.id);
+          return { inserted: true as const, recoveryKey: undefined };
+        }
+        const created = await new OrderStore(scoped, this.deps.config.recoveryTtlSeconds).create(path, input, inputDigest, now, row.id);
+        row.order_id = created.row.id;
+        await tx.updateTable('paid_reports').set({ order_id: created.row.id }).where('id', '=', row.id).execute();
+        return { inserted: true as const, recoveryKey: created.key };
+      }),
+    );
+  }
+
+  private checkSamePurchase(row: PaidReportRow, path: string, inputDigest: string, paymentDigest: string): void {
+    if (row.path !== path || row.input_digest !== inputDigest) {
+      throw new AppError('payment_conflict', 'this payment authorization already bought a report for another input');
+    }
+    if (row.payment_digest !== paymentDigest) {
+      throw new AppError('payment_conflict', 'a different payment payload reuses this authorization nonce');
+    }
+  }
+
+  private async storageReachable(): Promise<void> {
+    await this.guardStorage(() => this.deps.database.ping());
+  }
+
+  /** Storage failures are 503 and mean nothing was charged; AppErrors pass through. */
+  private async guardStorage<T>(fn: () => Promise<T>): Promise<T> {
+    try {
+      return await fn();
+    } catch (err) {
+      if (err instanceof AppError) throw err;
+      throw new AppError('storage_unavailable', 'durable report storage is unavailable; no payment was requested or charged');
+    }
+  }
+
+  private async mustLoad(id: string): Promise<PaidReportRow> {
+    const row = await this.guardStorage(() => this.store.byId(id));
+    if (!row) throw new AppError('internal_error');
+    return row;
+  }
+
+  private async mustLoadByAuth(authId: string): Promise<PaidReportRow> {
+    const row = await this.guardStorage(() => this.store.byAuth(authId));
+    if (!row) throw new AppError('internal_error');
+    return row;
+  }
+
+  private sendGate(reply: FastifyReply, gate: { kind: string; status?: number; headers?: Record<string, string>; body?: unknown }): FastifyReply {
+    if (gate.kind !== 'respond') throw new AppError('internal_error');
+    for (const [k, v] of Object.entries(gate.headers ?? {})) reply.header(k, v);
+    return reply.status(gate.status ?? 402).send(gate.body ?? {});
+  }
+
+  private deliver(reply: FastifyReply, d: Delivery): FastifyReply {
+    for (const [k, v] of Object.entries(d.headers)) reply.header(k, v);
+    if (d.kind === 'report') return reply.status(200).send({ ...d.report, receipt: d.receipt });
+    if (d.kind === 'pending') {
+      reply.header('retry-after', String(d.body.retryAfter));
+      return reply.status(202).send(d.body);
+    }
+    throw d.error;
+  }
+}
+
+const ReceiptSchemaRef = ReportReceipt;
+
+function header(request: FastifyRequest, name: string): string | undefined {
+  const v = request.headers[name];
+  return Array.isArray(v) ? v[0] : v;
+}

@@ -1,0 +1,43 @@
+import type { FastifyPluginAsync } from 'fastify';
+import type { Static } from 'typebox';
+import type { AppDeps } from '../../app.js';
+import { createChainClient, type ChainClient } from '../../platform/chain.js';
+import type { ReceiptSigner } from '../../platform/receipts.js';
+import { PaymentGateway } from '../../platform/x402.js';
+import { orderRoutes } from '../orders/routes.js';
+import { paymentProof, PaymentProofReport } from './payment-proof.js';
+import { PaidReports, type PaidReportDef } from './pipeline.js';
+import { quickCheck, QuickCheckReport } from './quick-check.js';
+import { PaymentProofRequest } from './schemas.js';
+
+/** The paid reports this build serves; later reports add themselves here. */
+export function reportDefinitions(deps: AppDeps, chain: ChainClient): PaidReportDef[] {
+  return [
+    {
+      name: 'quickCheck',
+      body: null,
+      response: QuickCheckReport,
+      summary: 'Quick check: chain identity and official USDC contract presence',
+      description: 'A fixed check that the node serves chain 8453 and that the official USDC contract has code. Not a token-risk report, simulation, payment proof or contract audit. 502 when the chain cannot be read (nothing charged).',
+      produce: (_input, now) => quickCheck(chain, now),
+    },
+    {
+      name: 'paymentProof',
+      body: PaymentProofRequest,
+      response: PaymentProofReport,
+      summary: 'Payment proof: verify an onchain USDC payment',
+      description: `Reads the transaction receipt and decodes every USDC Transfer log (never trusting tx.to or tx.from: relayers and smart wallets send from other addresses). VERIFIED needs a transfer of exactly the expected amount to the expected recipient (and from expectedFrom when given) with at least ${deps.config.minConfirmations} confirmation(s).`,
+      example: { chain: 'base', txHash: `0x${'ab'.repeat(32)}`, expectedTo: '0x1111111111111111111111111111111111111111', expectedAmount: '1.5' },
+      produce: (input: Static<typeof PaymentProofRequest>, now) => paymentProof(chain, input, deps.config.minConfirmations, now),
+    },
+  ];
+}
+
+export const reportRoutes: FastifyPluginAsync<AppDeps & { receipts: ReceiptSigner; chain?: ChainClient; gateway?: PaymentGateway }> = async (app, deps) => {
+  const chain = deps.chain ?? createChainClient(deps.config);
+  const defs = reportDefinitions(deps, chain);
+  const gateway = deps.gateway ?? new PaymentGateway(deps.config, defs.map((d) => ({ name: d.name, input: d.body, ...(d.example ? { example: d.example } : {}) })));
+  const reports = new PaidReports({ ...deps, chain, gateway });
+  for (const def of defs) reports.register(app, def);
+  await app.register(orderRoutes, { ...deps, reports, defs });
+};

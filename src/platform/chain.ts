@@ -1,0 +1,48 @@
+import { BaseError, createPublicClient, fallback, http, type PublicClient, type Transport } from 'viem';
+import { base } from 'viem/chains';
+import type { Config } from '../config.js';
+import { AppError } from './errors.js';
+
+/**
+ * The service's read-only view of Base. viem's own `base` definition keeps the OP-stack
+ * formatters (deposit transactions, L1 fee fields in receipts); the RPC URLs come from
+ * configuration, so the same client reads mainnet or the local devnet.
+ */
+export type ChainClient = PublicClient<Transport, typeof base>;
+
+export function createChainClient(config: Pick<Config, 'rpcUrls' | 'rpcTimeoutMs'>): ChainClient {
+  if (config.rpcUrls.length === 0) throw new Error('createChainClient: at least one RPC URL is required');
+  const transports = config.rpcUrls.map((url) => http(url, { timeout: config.rpcTimeoutMs, retryCount: 1 }));
+  return createPublicClient({
+    chain: base,
+    // rank:false keeps the operator's order (the first URL is the preferred provider). The
+    // fallback itself does not retry: each URL already retries once, and repeating the whole
+    // list would multiply the worst-case wait of a paid request (urls x 2 x timeout).
+    transport: fallback(transports, { rank: false, retryCount: 0 }),
+  });
+}
+
+/** The only text a caller sees when Base cannot be read: never the URL (it may hold an API key) nor the node's words. */
+export const UPSTREAM_DETAIL = 'The Base network could not be read; nothing was checked. Try again later.';
+
+// viem puts the request URL (path and query included) into its messages; keys live there.
+const URL_RE = /\bhttps?:\/\/[^\s"'<>]+/gi;
+const redactUrls = (s: string) => s.replace(URL_RE, '<rpc-url>');
+
+/**
+ * Runs chain reads and turns a viem failure (transport error, timeout, JSON-RPC error) into a
+ * 502 AppError. The `cause` keeps viem's short message for the logs, with URLs redacted.
+ * Anything that is not a viem error is a bug of ours and is rethrown as is (a 500).
+ */
+export async function upstream<T>(fn: () => Promise<T>): Promise<T> {
+  try {
+    return await fn();
+  } catch (e) {
+    if (!(e instanceof BaseError)) throw e;
+    const err = new AppError('upstream_unavailable', UPSTREAM_DETAIL);
+    const cause = new Error(redactUrls(`${e.name}: ${e.shortMessage}${e.details ? ` (${e.details})` : ''}`));
+    cause.name = 'RpcFailure';
+    err.cause = cause;
+    throw err;
+  }
+}

@@ -1,0 +1,162 @@
+import type { FastifyRequest } from 'fastify';
+import {
+  FacilitatorTimeoutError,
+  HTTPFacilitatorClient,
+  x402HTTPResourceServer,
+  x402ResourceServer,
+  type RouteConfig,
+} from '@x402/core/server';
+import { decodePaymentSignatureHeader } from '@x402/core/http';
+import type { PaymentPayload, PaymentRequirements } from '@x402/core/types';
+import { ExactEvmScheme } from '@x402/evm/exact/server';
+import { bazaarResourceServerExtension, declareDiscoveryExtension } from '@x402/extensions/bazaar';
+import type { TSchema } from 'typebox';
+import type { Config } from '../config.js';
+import { AppError } from './errors.js';
+import { NETWORK, PAID_REPORTS, USDC_ADDRESS, priceMicro, type PaidReportName } from './prices.js';
+
+export type { PaymentPayload, PaymentRequirements };
+
+export interface PaidRouteSpec {
+  name: PaidReportName;
+  input: TSchema | null;
+  example?: Record<string, unknown>;
+}
+
+export type SettleOutcome =
+  | { kind: 'settled'; transaction: string; payer: string; headers: Record<string, string> }
+  | { kind: 'pending'; transaction?: string | undefined; reason: string }
+  | { kind: 'failed'; reason: string };
+
+export type GateResult =
+  | { kind: 'respond'; status: number; headers: Record<string, string>; body: unknown }
+  | { kind: 'verified'; payload: PaymentPayload; requirements: PaymentRequirements; extensions?: Record<string, unknown> | undefined };
+
+/** The x402 identity of a payment: who authorized it and with which single-use nonce. */
+export function paymentIdentity(header: string): { payload: PaymentPayload; authId: string; payer: string } {
+  let payload: PaymentPayload;
+  try {
+    payload = decodePaymentSignatureHeader(header);
+  } catch {
+    throw new AppError('invalid_request', 'PAYMENT-SIGNATURE is not a valid x402 v2 payment payload');
+  }
+  const auth = (payload.payload as { authorization?: { from?: unknown; nonce?: unknown } } | undefined)?.authorization;
+  if (payload.x402Version !== 2 || typeof auth?.from !== 'string' || typeof auth.nonce !== 'string') {
+    throw new AppError('invalid_request', 'PAYMENT-SIGNATURE must be an x402 v2 exact EIP-3009 authorization');
+  }
+  return { payload, authId: `${auth.from.toLowerCase()}:${auth.nonce.toLowerCase()}`, payer: auth.from };
+}
+
+/**
+ * The x402 v2 resource server of the SDK, driven from Fastify: it builds the 402 challenges,
+ * asks the facilitator to verify and settle, and encodes PAYMENT-RESPONSE. Which steps run in
+ * which order (and what is stored in between) is the pipeline's business, not this class's.
+ */
+export class PaymentGateway {
+  private readonly http: x402HTTPResourceServer;
+  private initialized: Promise<void> | undefined;
+
+  constructor(
+    private readonly config: Config,
+    routes: PaidRouteSpec[],
+  ) {
+    const facilitator = new HTTPFacilitatorClient({ url: config.facilitatorUrl, timeoutMs: config.facilitatorTimeoutMs });
+    const server = new x402ResourceServer(facilitator).register(NETWORK, new ExactEvmScheme());
+    server.registerExtension(bazaarResourceServerExtension);
+    const table: Record<string, RouteConfig> = {};
+    for (const r of routes) {
+      const report = PAID_REPORTS[r.name];
+      table[`${report.method} ${report.path}`] = {
+        accepts: {
+          scheme: 'exact',
+          network: NETWORK,
+          payTo: config.payTo ?? '0x0000000000000000000000000000000000000000',
+          price: { amount: priceMicro(r.name).toString(), asset: USDC_ADDRESS, extra: { name: 'USD Coin', version: '2' } },
+          maxTimeoutSeconds: 120,
+        },
+        resource: `${config.publicBaseUrl}${report.path}`,
+        description: report.description,
+        mimeType: 'application/json',
+        extensions: declareDiscoveryExtension(
+          (r.input
+            ? { bodyType: 'json', input: r.example ?? {}, inputSchema: JSON.parse(JSON.stringify(r.input)) }
+            : { input: {} }) as Parameters<typeof declareDiscoveryExtension>[0],
+        ),
+      };
+    }
+    this.http = new x402HTTPResourceServer(server, table);
+  }
+
+  /** Learns what the facilitator supports, once; a failure is retried on the next request. */
+  private async ready(): Promise<void> {
+    if (!this.config.payTo) throw new AppError('payments_unavailable', 'this deployment has no PAY_TO address configured');
+    this.initialized ??= this.http.initialize().catch((err: unknown) => {
+      this.initialized = undefined;
+      throw err;
+    });
+    try {
+      await this.initialized;
+    } catch {
+      throw new AppError('upstream_unavailable', 'the payment facilitator is unavailable; nothing was charged');
+    }
+  }
+
+  private context(request: FastifyRequest, paymentHeader?: string) {
+    const path = request.url.split('?')[0] ?? request.url;
+    return {
+      adapter: {
+        getHeader: (name: string) => {
+          const v = request.headers[name.toLowerCase()];
+          return Array.isArray(v) ? v[0] : v;
+        },
+        getMethod: () => request.method,
+        getPath: () => path,
+        getUrl: () => `${this.config.publicBaseUrl}${request.url}`,
+        getAcceptHeader: () => 'application/json',
+        getUserAgent: () => String(request.headers['user-agent'] ?? ''),
+        getBody: () => request.body,
+      },
+      path,
+      method: request.method,
+      ...(paymentHeader ? { paymentHeader } : {}),
+    };
+  }
+
+  /** The 402 challenge when there is no payment; else the facilitator's verdict on it. */
+  async gate(request: FastifyRequest, paymentHeader?: string): Promise<GateResult> {
+    await this.ready();
+    let result;
+    try {
+      result = await this.http.processHTTPRequest(this.context(request, paymentHeader));
+    } catch {
+      throw new AppError('upstream_unavailable', 'the payment facilitator did not answer; nothing was charged');
+    }
+    if (result.type === 'payment-verified') {
+      return { kind: 'verified', payload: result.paymentPayload, requirements: result.paymentRequirements, extensions: result.declaredExtensions };
+    }
+    if (result.type === 'payment-error') {
+      return { kind: 'respond', status: result.response.status, headers: result.response.headers, body: result.response.body };
+    }
+    throw new AppError('internal_error');
+  }
+
+  /** Settles a verified payment. A timeout or `settlement_pending` is uncertain, never a failure. */
+  async settle(payload: PaymentPayload, requirements: PaymentRequirements, extensions?: Record<string, unknown>): Promise<SettleOutcome> {
+    await this.ready();
+    try {
+      const res = await this.http.processSettlement(payload, requirements, extensions);
+      if (res.success) return { kind: 'settled', transaction: res.transaction, payer: res.payer ?? '', headers: res.headers };
+      if (res.errorReason === 'settlement_pending') return { kind: 'pending', transaction: res.transaction || undefined, reason: res.errorReason };
+      return { kind: 'failed', reason: res.errorReason ?? 'settlement failed' };
+    } catch (err) {
+      // A timed-out or unanswered settle may still land on chain: treat it as pending.
+      const reason = err instanceof FacilitatorTimeoutError ? 'facilitator_timeout' : 'facilitator_unavailable';
+      return { kind: 'pending', reason };
+    }
+  }
+
+  /** PAYMENT-RESPONSE for a settlement seen earlier (a replayed or restored report). */
+  settlementHeaders(transaction: string, payer: string): Record<string, string> {
+    return this.http.createSettlementHeaders({ success: true, transaction, payer, network: NETWORK });
+  }
+}
