@@ -61,10 +61,10 @@ describe.skipIf(testDialect !== 'sqlite')('operator CLI', () => {
     // The CLI runs on the wall clock, months after the test clock created the policy.
     lines.length = 0;
     expect(await cli('purge')).toBe(0);
-    expect(JSON.parse(lines[0]!)).toEqual({ leads: 0, policies: 1 });
+    expect(JSON.parse(lines[0]!)).toEqual({ leads: 0, policies: 1, orders: 0 });
     const res = await t.app.inject({ method: 'GET', url: `/api/spendpolicy/policies/${policy.policyId}`, headers: { authorization: `Bearer ${policy.adminKey}` } });
     expect(res.statusCode).toBe(410);
     expect(await cli('purge')).toBe(0);
-    expect(JSON.parse(lines[1]!)).toEqual({ leads: 0, policies: 0 });
+    expect(JSON.parse(lines[1]!)).toEqual({ leads: 0, policies: 0, orders: 0 });
   });
 });

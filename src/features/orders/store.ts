@@ -42,14 +42,19 @@ export class OrderStore {
     return row;
   }
 
-  /** Binds the order to the report its payment bought; an order is bound once. */
-  async bind(orderId: string, reportId: string): Promise<void> {
-    await this.database.db
+  /**
+   * Binds the order to the report its payment bought, only if it is still bound to `previous`
+   * (null, or a report whose payment failed). False when another payment got there first: two
+   * payments must never be settled for one order.
+   */
+  async bind(orderId: string, reportId: string, previous: string | null): Promise<boolean> {
+    const res = await this.database.db
       .updateTable('orders')
       .set({ report_id: reportId })
       .where('id', '=', orderId)
-      .where('report_id', 'is', null)
-      .execute();
+      .where('report_id', previous === null ? 'is' : '=', previous)
+      .executeTakeFirst();
+    return Number(res.numUpdatedRows) === 1;
   }
 
   async purgeExpired(now: Date): Promise<number> {

@@ -84,7 +84,11 @@ export class PaidReports {
     const input = def.body ? request.body : {};
     const inputDigest = digestOf({ path, input });
     const order = await this.boundOrder(request, path, inputDigest, now);
-    if (order?.report_id) return this.deliver(reply, await this.settlement.resume(await this.mustLoad(order.report_id)));
+    if (order?.report_id) {
+      // An order whose payment failed may be paid again; any other bound order delivers its report.
+      const bound = await this.mustLoad(order.report_id);
+      if (bound.status !== 'failed') return this.deliver(reply, await this.settlement.resume(bound));
+    }
 
     const signature = header(request, 'payment-signature');
     if (!signature) {
@@ -158,7 +162,9 @@ export class PaidReports {
         const inserted = await new PaidReportStore(scoped).insert(row);
         if (!inserted) return { inserted: false as const, recoveryKey: undefined };
         if (order) {
-          await new OrderStore(scoped, this.deps.config.recoveryTtlSeconds).bind(order.id, row.id);
+          const bound = await new OrderStore(scoped, this.deps.config.recoveryTtlSeconds).bind(order.id, row.id, order.report_id);
+          // Rolls the stored report back: nothing was settled for it.
+          if (!bound) throw new AppError('payment_conflict', 'another payment for this recovery order is in progress; restore it instead of paying again');
           return { inserted: true as const, recoveryKey: undefined };
         }
         const created = await new OrderStore(scoped, this.deps.config.recoveryTtlSeconds).create(path, input, inputDigest, now, row.id);
