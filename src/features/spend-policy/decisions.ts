@@ -1,8 +1,10 @@
 import { sql } from 'kysely';
 import type { Database } from '../../platform/db/database.js';
 import type { DecisionsTable } from '../../platform/db/schema.js';
-import type { Insertable, Selectable } from 'kysely';
-import { writeTransaction, type Tx } from '../../platform/db/tx.js';
+import type { ExpressionBuilder, Insertable, Selectable } from 'kysely';
+import type { DB } from '../../platform/db/schema.js';
+import { GroupCommitter } from '../../platform/db/group-commit.js';
+import type { Tx } from '../../platform/db/tx.js';
 import { digestOf } from '../../platform/canonical.js';
 import { AppError } from '../../platform/errors.js';
 import { newId } from '../../platform/ids.js';
@@ -67,7 +69,12 @@ export class DecisionService {
     private readonly database: Database,
     private readonly signer: ReceiptSigner,
     private readonly approvalTtlSeconds: number,
-  ) {}
+  ) {
+    this.writes = new GroupCommitter(database);
+  }
+
+  /** Every decision and approval commits through here: one durable commit serves a whole batch. */
+  readonly writes: GroupCommitter;
 
   private receiptFor(decision: Decision, now: Date): Receipt {
     return this.signer.sign('spend-decision', decision.decisionId, decision, now);
@@ -87,69 +94,72 @@ export class DecisionService {
   }
 
   async decide(req: DecisionRequest, key: { kind: 'agent'; hash: string }, now: Date): Promise<DecisionOutcome> {
+    return this.writes.run([req.policyId], (tx) => this.decideIn(tx, req, key, now));
+  }
+
+  /**
+   * `decide` inside the caller's write transaction, so that the caller can store more in the
+   * same commit (evidence chains store the chain with its decision). `tx` must come from
+   * `this.writes.run` (or writeTransaction); the policy is locked here.
+   */
+  async decideIn(tx: Tx, req: DecisionRequest, key: { kind: 'agent'; hash: string }, now: Date): Promise<DecisionOutcome> {
     const amount = parseUsdc(req.amount);
     const digest = requestDigest({ agentId: req.agentId, recipient: req.recipient, amount });
-    return writeTransaction(this.database, async (tx) => {
-      const policy = authorizePolicy(await loadPolicy(this.database, tx, req.policyId, true), key, now);
+    const day = utcDay(now);
+    const snap = await this.snapshot(tx, req.policyId, req.requestId, day, req.recipient, amount);
+    const policy = authorizePolicy(snap?.policy, key, now);
 
-      const existing = await tx
-        .selectFrom('decisions')
-        .selectAll()
-        .where('policy_id', '=', policy.id)
-        .where('request_id', '=', req.requestId)
-        .executeTakeFirst();
-      if (existing) {
-        if (existing.request_digest !== digest) {
-          throw new AppError('request_id_conflict', 'this requestId was already used with different content');
-        }
-        return { ...this.stored(existing, now), replayed: true };
+    if (snap?.existingId) {
+      const existing = await tx.selectFrom('decisions').selectAll().where('id', '=', snap.existingId).executeTakeFirstOrThrow();
+      if (existing.request_digest !== digest) {
+        throw new AppError('request_id_conflict', 'this requestId was already used with different content');
       }
+      return { ...this.stored(existing, now), replayed: true };
+    }
 
-      if (policy.status !== 'active' || policy.agent_status !== 'active') {
-        throw new AppError('inactive', policy.status !== 'active' ? 'the policy is inactive' : 'the agent is inactive');
-      }
-      if (policy.agent_id !== req.agentId) throw new AppError('agent_mismatch', 'agentId is not the agent this policy is for');
+    if (policy.status !== 'active' || policy.agent_status !== 'active') {
+      throw new AppError('inactive', policy.status !== 'active' ? 'the policy is inactive' : 'the agent is inactive');
+    }
+    if (policy.agent_id !== req.agentId) throw new AppError('agent_mismatch', 'agentId is not the agent this policy is for');
 
-      const day = utcDay(now);
-      const { spent, repeats } = await this.totals(tx, policy.id, day, req.recipient, amount);
-      const rules = evalRulesOf(policy);
-      const remaining = rules.dailyBudget > spent ? rules.dailyBudget - spent : 0n;
-      const result = evaluatePolicy(rules, { recipient: req.recipient, amount }, { remainingDailyBudget: remaining, repeatCount: repeats });
+    const { spent, repeats } = snap!;
+    const rules = evalRulesOf(policy);
+    const remaining = rules.dailyBudget > spent ? rules.dailyBudget - spent : 0n;
+    const result = evaluatePolicy(rules, { recipient: req.recipient, amount }, { remainingDailyBudget: remaining, repeatCount: repeats });
 
-      const row: DecisionRow = {
-        id: newId('dec'),
-        policy_id: policy.id,
-        request_id: req.requestId,
-        agent_id: req.agentId,
-        recipient: req.recipient,
-        amount_micro: amount,
-        request_digest: digest,
-        decision: result.decision,
-        reasons: JSON.stringify(result.reasons),
-        policy_revision: Number(policy.revision),
-        day,
-        approval_status: result.decision === 'HUMAN_APPROVAL' ? 'PENDING' : null,
-        approval_expires_at:
-          result.decision === 'HUMAN_APPROVAL' ? new Date(now.getTime() + this.approvalTtlSeconds * 1000).toISOString() : null,
-        approved_at: null,
-        approval_note: null,
-        created_at: now.toISOString(),
-        receipt: '',
-      };
-      const decision = toDecision(row, now);
-      const receipt = this.receiptFor(decision, now);
-      row.receipt = JSON.stringify(receipt);
-      await tx.insertInto('decisions').values(row).execute();
-      if (result.decision === 'APPROVE') await this.spend(tx, policy.id, day, req.recipient, amount);
-      return { decision, receipt, replayed: false };
-    });
+    const row: DecisionRow = {
+      id: newId('dec'),
+      policy_id: policy.id,
+      request_id: req.requestId,
+      agent_id: req.agentId,
+      recipient: req.recipient,
+      amount_micro: amount,
+      request_digest: digest,
+      decision: result.decision,
+      reasons: JSON.stringify(result.reasons),
+      policy_revision: Number(policy.revision),
+      day,
+      approval_status: result.decision === 'HUMAN_APPROVAL' ? 'PENDING' : null,
+      approval_expires_at:
+        result.decision === 'HUMAN_APPROVAL' ? new Date(now.getTime() + this.approvalTtlSeconds * 1000).toISOString() : null,
+      approved_at: null,
+      approval_note: null,
+      created_at: now.toISOString(),
+      receipt: '',
+    };
+    const decision = toDecision(row, now);
+    const receipt = this.receiptFor(decision, now);
+    row.receipt = JSON.stringify(receipt);
+    await tx.insertInto('decisions').values(row).execute();
+    if (result.decision === 'APPROVE') await this.spend(tx, policy.id, day, req.recipient, amount);
+    return { decision, receipt, replayed: false };
   }
 
   /** An administrator approves a pending HUMAN_APPROVAL; the budget is spent now, if it still allows. */
   async approve(decisionId: string, key: { kind: 'admin'; hash: string }, note: string | undefined, now: Date): Promise<DecisionOutcome> {
-    return writeTransaction(this.database, async (tx) => {
-      const found = await tx.selectFrom('decisions').select('policy_id').where('id', '=', decisionId).executeTakeFirst();
-      if (!found) return this.unknownDecision(tx, key, now);
+    const found = await this.database.db.selectFrom('decisions').select('policy_id').where('id', '=', decisionId).executeTakeFirst();
+    if (!found) return this.unknownDecision(this.database.db, key, now);
+    return this.writes.run([found.policy_id], async (tx) => {
       const policy = authorizePolicy(await loadPolicy(this.database, tx, found.policy_id, true), key, now);
       // Read again under the policy lock: a concurrent approval may have changed it.
       const row = await tx.selectFrom('decisions').selectAll().where('id', '=', decisionId).executeTakeFirstOrThrow();
@@ -240,22 +250,55 @@ export class DecisionService {
     };
   }
 
+  /**
+   * Everything a decision reads, in one round trip: the policy row (locked on PostgreSQL), an
+   * earlier decision with the same requestId, and today's running totals.
+   */
+  private async snapshot(tx: Tx, policyId: string, requestId: string, day: string, recipient: string, amount: bigint) {
+    let q = tx
+      .selectFrom('policies')
+      .selectAll('policies')
+      .select((eb) => [
+        eb.selectFrom('decisions').select('decisions.id').where('decisions.policy_id', '=', policyId).where('decisions.request_id', '=', requestId).as('existing_id'),
+        ...this.totalsColumns(eb, policyId, day, recipient, amount),
+      ])
+      .where('policies.id', '=', policyId);
+    if (this.database.dialect === 'postgres') q = q.forUpdate();
+    const row = await q.executeTakeFirst();
+    if (!row) return undefined;
+    const { existing_id, spent_micro, repeat_count, ...policy } = row;
+    return {
+      policy: policy as PolicyRow,
+      existingId: existing_id,
+      spent: spent_micro === null ? 0n : BigInt(spent_micro),
+      repeats: repeat_count === null ? 0 : Number(repeat_count),
+    };
+  }
+
+  private totalsColumns(eb: ExpressionBuilder<DB, 'policies'>, policyId: string, day: string, recipient: string, amount: bigint) {
+    return [
+      eb.selectFrom('policy_day_spend').select('spent_micro').where('policy_day_spend.policy_id', '=', policyId).where('policy_day_spend.day', '=', day).as('spent_micro'),
+      eb
+        .selectFrom('policy_day_repeats')
+        .select('policy_day_repeats.count')
+        .where('policy_day_repeats.policy_id', '=', policyId)
+        .where('policy_day_repeats.day', '=', day)
+        .where('policy_day_repeats.recipient', '=', recipient.toLowerCase())
+        .where('policy_day_repeats.amount_micro', '=', amount)
+        .as('repeat_count'),
+    ] as const;
+  }
+
   private async totals(tx: Tx, policyId: string, day: string, recipient: string, amount: bigint): Promise<{ spent: bigint; repeats: number }> {
-    const spend = await tx
-      .selectFrom('policy_day_spend')
-      .select('spent_micro')
-      .where('policy_id', '=', policyId)
-      .where('day', '=', day)
+    const row = await tx
+      .selectFrom('policies')
+      .select((eb) => this.totalsColumns(eb, policyId, day, recipient, amount))
+      .where('policies.id', '=', policyId)
       .executeTakeFirst();
-    const rep = await tx
-      .selectFrom('policy_day_repeats')
-      .select('count')
-      .where('policy_id', '=', policyId)
-      .where('day', '=', day)
-      .where('recipient', '=', recipient.toLowerCase())
-      .where('amount_micro', '=', amount)
-      .executeTakeFirst();
-    return { spent: spend ? BigInt(spend.spent_micro) : 0n, repeats: rep ? Number(rep.count) : 0 };
+    return {
+      spent: row?.spent_micro == null ? 0n : BigInt(row.spent_micro),
+      repeats: row?.repeat_count == null ? 0 : Number(row.repeat_count),
+    };
   }
 
   private async spend(tx: Tx, policyId: string, day: string, recipient: string, amount: bigint): Promise<void> {
