@@ -17,8 +17,11 @@ import { DecisionService } from './features/spend-policy/decisions.js';
 import { policyRoutes } from './features/spend-policy/policy-routes.js';
 import { jwksRoutes } from './features/receipts/routes.js';
 import { reportRoutes } from './features/reports/routes.js';
-import type { ChainClient } from './platform/chain.js';
+import { createChainClient, type ChainClient } from './platform/chain.js';
+import { evidenceRoutes } from './features/evidence/routes.js';
 import { ReceiptSigner } from './platform/receipts.js';
+import { tokenRoutes } from './features/tokens/routes.js';
+import type { MarketDeps } from './features/tokens/service.js';
 
 export interface AppDeps {
   config: Config;
@@ -29,16 +32,27 @@ export interface AppDeps {
   receipts?: ReceiptSigner;
   /** The Base client; built from BASE_RPC_URLS when not given. */
   chain?: ChainClient;
+  /** Market-data providers and token chain reads for the token tools; built from configuration when not given. */
+  market?: MarketDeps;
   /** pino options, or false for silence (tests); defaults to the configured level. */
   logger?: FastifyServerOptions['logger'];
 }
 
 export type App = FastifyInstance;
 
+/** pino options: the configured level, and credentials never written to a log line. */
+export function loggerOptions(config: Config, destination?: NodeJS.WritableStream) {
+  return {
+    level: config.logLevel,
+    redact: ['req.headers.authorization', 'req.headers["payment-signature"]', 'req.headers["recovery-key"]'],
+    ...(destination ? { stream: destination } : {}),
+  };
+}
+
 /** The whole service as a function of its dependencies; tests drive it with inject(). */
 export async function buildApp(deps: AppDeps): Promise<App> {
   const app = Fastify({
-    logger: deps.logger ?? { level: deps.config.logLevel, redact: ['req.headers.authorization', 'req.headers["payment-signature"]', 'req.headers["recovery-key"]'] },
+    logger: deps.logger ?? loggerOptions(deps.config),
     genReqId,
     bodyLimit: BODY_LIMIT,
     trustProxy: deps.config.trustProxy.length ? deps.config.trustProxy : false,
@@ -65,6 +79,10 @@ export async function buildApp(deps: AppDeps): Promise<App> {
   await app.register(jwksRoutes, { ...deps, receipts });
   await app.register(policyRoutes, { ...deps, decisions });
   await app.register(decisionRoutes, { ...deps, decisions });
-  await app.register(reportRoutes, { ...deps, receipts });
+  // One Base client for paid reports and evidence checks.
+  const chain = deps.chain ?? createChainClient(deps.config);
+  await app.register(reportRoutes, { ...deps, receipts, chain });
+  await app.register(evidenceRoutes, { ...deps, receipts, decisions, chain });
+  await app.register(tokenRoutes, { ...deps, chain });
   return app;
 }

@@ -1,37 +1,96 @@
-// Entry point for `npm run devnet` (intended script: "tsx src/devnet/main.ts"):
-// starts the devnet, prints how to reach it, and runs until interrupted.
-import { startDevnet } from './index.js';
+// Entry point for `npm run devnet`: anvil (chain 8453) + real USDC + x402 facilitator + the
+// paywarden service configured against them, all on loopback. stdout carries exactly one line,
+// `devnet ready {json}`, for scripts to parse; everything for humans goes to stderr.
+import { BASE_NETWORK, FACILITATOR_ACCOUNT_INDEX, startDevnet, type Devnet } from './index.js';
+import { PAY_TO_ACCOUNT_INDEX, startService, type ServiceHandle } from './service.js';
 
-const devnet = await startDevnet();
+let devnet: Devnet | undefined;
+let service: ServiceHandle | undefined;
+let signalled: NodeJS.Signals | undefined;
+let stopping: Promise<void> | undefined;
 
-console.log(
-  JSON.stringify(
-    {
-      rpcUrl: devnet.rpcUrl,
-      facilitatorUrl: devnet.facilitatorUrl,
-      chainId: 8453,
-      network: 'eip155:8453',
-      usdcAddress: devnet.usdcAddress,
-      multicall3Address: devnet.multicall3Address,
-      accounts: devnet.accounts,
-    },
-    null,
-    2,
-  ),
-);
+async function start(): Promise<void> {
+  devnet = await startDevnet();
+  if (!signalled) service = await startService(devnet);
+}
+const starting = start();
 
-let shuttingDown = false;
-const shutdown = (signal: NodeJS.Signals) => {
-  if (shuttingDown) return;
-  shuttingDown = true;
-  console.error(`\n${signal}: stopping devnet`);
-  devnet.stop().then(
-    () => process.exit(0),
+// Service first (it finishes in-flight requests, which may still be settling on the chain),
+// then facilitator and anvil. A signal during startup waits for startup to settle, so that
+// nothing half-started (and no temporary database) is left behind.
+const stopAll = () =>
+  (stopping ??= (async () => {
+    await starting.catch(() => {});
+    try {
+      await service?.stop();
+    } finally {
+      await devnet?.stop();
+    }
+  })());
+
+const exitAfterStop = (code: number) =>
+  stopAll().then(
+    () => process.exit(code),
     (e: unknown) => {
-      console.error(e);
+      console.error('devnet: stop failed:', e);
       process.exit(1);
     },
   );
+
+const onSignal = (signal: NodeJS.Signals) => {
+  if (signalled) {
+    // A second Ctrl-C means "now": anvil's supervisor and exit hook still take anvil down.
+    console.error(`\n${signal} again: exiting without waiting`);
+    process.exit(1);
+  }
+  signalled = signal;
+  console.error(`\n${signal}: stopping service, facilitator and anvil`);
+  void exitAfterStop(0);
 };
-process.on('SIGINT', shutdown);
-process.on('SIGTERM', shutdown);
+process.on('SIGINT', onSignal);
+process.on('SIGTERM', onSignal);
+
+try {
+  await starting;
+} catch (err) {
+  console.error(`devnet: failed to start: ${err instanceof Error ? err.message : String(err)}`);
+  await exitAfterStop(1);
+}
+
+// A signal during startup already began stopping; the handler exits once that is done.
+if (devnet && service && !signalled) {
+  const payTo = service.payTo;
+  const role = (i: number) => (i === PAY_TO_ACCOUNT_INDEX ? 'payTo' : i === FACILITATOR_ACCOUNT_INDEX ? 'facilitator' : 'payer');
+  const ready = {
+    service: service.url,
+    rpc: devnet.rpcUrl,
+    facilitator: devnet.facilitatorUrl,
+    // A later issue adds a market-data stub (DexScreener/GeckoTerminal shapes).
+    market: null,
+    chainId: 8453,
+    network: BASE_NETWORK,
+    usdc: devnet.usdcAddress,
+    payTo,
+    // anvil's default mnemonic: these keys are public. Test-only, never on a real network.
+    accounts: devnet.accounts.map((a, index) => ({ index, address: a.address, privateKey: a.privateKey, role: role(index), testOnly: true })),
+    env: { DATABASE_URL: service.databaseUrl },
+  };
+  process.stdout.write(`devnet ready ${JSON.stringify(ready)}\n`);
+
+  const payer = devnet.accounts[1]!;
+  console.error(
+    [
+      '',
+      `  service      ${service.url}   (try: curl -i ${service.url}/api/quick-check)`,
+      `  rpc          ${devnet.rpcUrl}   (chain id 8453, real FiatTokenV2_2 USDC at ${devnet.usdcAddress})`,
+      `  facilitator  ${devnet.facilitatorUrl}`,
+      `  payTo        ${payTo}   (account ${PAY_TO_ACCOUNT_INDEX}; account ${FACILITATOR_ACCOUNT_INDEX} signs settlements)`,
+      `  payer        ${payer.address}   (account 1; accounts 0-9 each hold 1,000 USDC)`,
+      `  operator CLI DATABASE_URL=${service.databaseUrl} npx paywarden policy show sgp_…`,
+      '',
+      '  The account keys are anvil\'s public test keys: never use them on a real network.',
+      '  The database is temporary and removed on exit. Ctrl-C stops everything.',
+      '',
+    ].join('\n'),
+  );
+}

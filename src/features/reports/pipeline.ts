@@ -53,6 +53,8 @@ export class PaidReports {
     app.route({
       method: report.method,
       url: report.path,
+      // A HEAD request cannot carry a paid report; answering it as GET would mean a 402 for nothing.
+      exposeHeadRoute: false,
       schema: {
         tags: ['paid reports'],
         summary: `${def.summary} (x402: ${report.price} USDC)`,
@@ -189,7 +191,7 @@ export class PaidReports {
   }
 
   /** Storage failures are 503 and mean nothing was charged; AppErrors pass through. */
-  private async guardStorage<T>(fn: () => Promise<T>): Promise<T> {
+  async guardStorage<T>(fn: () => Promise<T>): Promise<T> {
     try {
       return await fn();
     } catch (err) {
