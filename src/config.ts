@@ -54,6 +54,19 @@ export const EnvSchema = Type.Object({
   FACILITATOR_TIMEOUT_MS: int(15000, 'Timeout of each facilitator request; a settle that times out answers 202 (pending)'),
   RPC_TIMEOUT_MS: int(10000, 'Timeout of each Base RPC request'),
   RECOVERY_TTL_SECONDS: int(7 * 86400, 'How long a recovery order can restore its report'),
+  MARKET_DEXSCREENER_URL: Type.String({
+    default: 'https://api.dexscreener.com',
+    pattern: '^https?://[^\\s]+$',
+    description: 'DexScreener API base URL (first market-data provider)',
+  }),
+  MARKET_GECKOTERMINAL_URL: Type.String({
+    default: 'https://api.geckoterminal.com',
+    pattern: '^https?://[^\\s]+$',
+    description: 'GeckoTerminal API base URL, without /api/v2 (second market-data provider, used on failover)',
+  }),
+  MARKET_TIMEOUT_MS: int(3000, 'Timeout of each market-data provider request (each is retried once on a transport error, 5xx or 429)'),
+  EVIDENCE_CHAINS: bool('on', 'off turns the evidence-chain endpoints off (they answer 404)'),
+  EVIDENCE_LIMIT: int(600, 'Evidence-chain requests one policy may make per hour'),
   RECEIPT_SIGNING_KEY: optional('Ed25519 private key (PKCS#8 PEM or base64url seed) for receipts; generated and stored in the database when unset'),
 });
 
@@ -81,6 +94,11 @@ export interface Config {
   facilitatorTimeoutMs: number;
   rpcTimeoutMs: number;
   recoveryTtlSeconds: number;
+  marketDexscreenerUrl: string;
+  marketGeckoterminalUrl: string;
+  marketTimeoutMs: number;
+  evidenceChains: boolean;
+  evidenceLimit: number;
 }
 
 export class ConfigError extends Error {
@@ -151,6 +169,11 @@ export function parseConfig(source: Record<string, string | undefined> = process
     facilitatorTimeoutMs: Number(env.FACILITATOR_TIMEOUT_MS),
     rpcTimeoutMs: Number(env.RPC_TIMEOUT_MS),
     recoveryTtlSeconds: Number(env.RECOVERY_TTL_SECONDS),
+    marketDexscreenerUrl: env.MARKET_DEXSCREENER_URL.replace(/\/+$/, ''),
+    marketGeckoterminalUrl: env.MARKET_GECKOTERMINAL_URL.replace(/\/+$/, ''),
+    marketTimeoutMs: Number(env.MARKET_TIMEOUT_MS),
+    evidenceChains: truthy(env.EVIDENCE_CHAINS),
+    evidenceLimit: Number(env.EVIDENCE_LIMIT),
   };
 }
 
