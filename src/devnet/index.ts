@@ -4,6 +4,7 @@ import { anvilAccounts, type DevAccount } from './accounts.js';
 import { startChain, type StartChainOptions } from './chain.js';
 import { startFacilitator, type FacilitatorFaults, type FacilitatorHandle } from './facilitator.js';
 import { deployUsdc, type UsdcDeployment } from './usdc.js';
+import { deployZoo, type ZooDeployment } from './zoo/index.js';
 
 export { ANVIL_MNEMONIC, anvilAccounts, devnetAdmin, type DevAccount } from './accounts.js';
 export { BASE_CHAIN_ID, baseDevnetChain, freePort, startChain, type ChainHandle, type StartChainOptions } from './chain.js';
@@ -16,6 +17,7 @@ export {
   type FacilitatorHandle,
   type StartFacilitatorOptions,
 } from './facilitator.js';
+export { ZOO_BEHAVIOURS, deployZoo, zooTokenAbi, type ZooBehaviour, type ZooDeployment, type ZooToken } from './zoo/index.js';
 export {
   DEFAULT_MINT_AMOUNT,
   MULTICALL3_ADDRESS,
@@ -34,6 +36,8 @@ export interface StartDevnetOptions {
   chain?: StartChainOptions;
   /** Initial facilitator faults; change later with `facilitator.setFaults`. */
   faults?: FacilitatorFaults;
+  /** Also deploy the token zoo: Uniswap v2 at its Base addresses and one test token per behaviour (./zoo). */
+  zoo?: boolean;
 }
 
 export interface Devnet {
@@ -45,6 +49,8 @@ export interface Devnet {
   /** anvil's first ten default accounts, each holding 10,000 ETH and 1,000 USDC. */
   accounts: DevAccount[];
   facilitator: FacilitatorHandle;
+  /** Present when started with `{ zoo: true }`. */
+  zoo?: ZooDeployment;
   stop(): Promise<void>;
 }
 
@@ -65,6 +71,7 @@ export async function startDevnet(opts: StartDevnetOptions = {}): Promise<Devnet
   try {
     const accounts = anvilAccounts(10);
     const deployment = await deployUsdc(chain.rpcUrl);
+    const zoo = opts.zoo ? await deployZoo(chain.rpcUrl) : undefined;
     const signer = accounts[FACILITATOR_ACCOUNT_INDEX];
     if (!signer) throw new Error('facilitator account missing');
     facilitator = await startFacilitator({ rpcUrl: chain.rpcUrl, privateKey: signer.privateKey, faults: opts.faults });
@@ -76,6 +83,7 @@ export async function startDevnet(opts: StartDevnetOptions = {}): Promise<Devnet
       deployment,
       accounts,
       facilitator,
+      ...(zoo ? { zoo } : {}),
       stop,
     };
   } catch (e) {
