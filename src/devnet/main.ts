@@ -2,16 +2,21 @@
 // paywarden service configured against them, all on loopback. stdout carries exactly one line,
 // `devnet ready {json}`, for scripts to parse; everything for humans goes to stderr.
 import { BASE_NETWORK, FACILITATOR_ACCOUNT_INDEX, startDevnet, type Devnet } from './index.js';
+import { startMarketStub, type MarketStub } from './market-stub.js';
 import { PAY_TO_ACCOUNT_INDEX, startService, type ServiceHandle } from './service.js';
+import { zooMarketFixtures } from './zoo-market.js';
 
 let devnet: Devnet | undefined;
+let market: MarketStub | undefined;
 let service: ServiceHandle | undefined;
 let signalled: NodeJS.Signals | undefined;
 let stopping: Promise<void> | undefined;
 
 async function start(): Promise<void> {
-  devnet = await startDevnet();
-  if (!signalled) service = await startService(devnet);
+  devnet = await startDevnet({ zoo: true });
+  market = await startMarketStub({ tokens: zooMarketFixtures(devnet.zoo!) });
+  const env = { ...process.env, MARKET_DEXSCREENER_URL: market.dexscreenerUrl, MARKET_GECKOTERMINAL_URL: market.geckoterminalUrl };
+  if (!signalled) service = await startService(devnet, { env });
 }
 const starting = start();
 
@@ -24,6 +29,7 @@ const stopAll = () =>
     try {
       await service?.stop();
     } finally {
+      await market?.stop();
       await devnet?.stop();
     }
   })());
@@ -65,8 +71,10 @@ if (devnet && service && !signalled) {
     service: service.url,
     rpc: devnet.rpcUrl,
     facilitator: devnet.facilitatorUrl,
-    // A later issue adds a market-data stub (DexScreener/GeckoTerminal shapes).
-    market: null,
+    // Stand-in for DexScreener and GeckoTerminal (their real response shapes) for the zoo tokens.
+    market: market ? { url: market.url, dexscreener: market.dexscreenerUrl, geckoterminal: market.geckoterminalUrl } : null,
+    // The token zoo: one test token per behaviour, with Uniswap v2 pools (no-liquidity has none).
+    tokens: devnet.zoo?.tokens ?? {},
     chainId: 8453,
     network: BASE_NETWORK,
     usdc: devnet.usdcAddress,
