@@ -7,7 +7,7 @@ import {
   type RouteConfig,
 } from '@x402/core/server';
 import { decodePaymentSignatureHeader } from '@x402/core/http';
-import type { PaymentPayload, PaymentRequirements } from '@x402/core/types';
+import { FacilitatorResponseError, SettleError, type PaymentPayload, type PaymentRequirements } from '@x402/core/types';
 import { ExactEvmScheme } from '@x402/evm/exact/server';
 import { bazaarResourceServerExtension, declareDiscoveryExtension } from '@x402/extensions/bazaar';
 import type { TSchema } from 'typebox';
@@ -48,6 +48,25 @@ export function paymentIdentity(header: string): { payload: PaymentPayload; auth
 }
 
 /**
+ * The SDK's facilitator client, except that a settle without the facilitator's answer (connection
+ * refused or dropped, a gateway's non-JSON 5xx) is thrown as a FacilitatorResponseError, as a
+ * timeout is. x402HTTPResourceServer.processSettlement rethrows those, whereas it turns any other
+ * error into `success: false`, which would read as "rejected, nothing charged" although the
+ * facilitator may well have submitted the transfer. Only an answer that says `success: false`
+ * (SettleError, or a 2xx body) is a rejection.
+ */
+class SettleUncertaintyAwareFacilitator extends HTTPFacilitatorClient {
+  override async settle(...args: Parameters<HTTPFacilitatorClient['settle']>): ReturnType<HTTPFacilitatorClient['settle']> {
+    try {
+      return await super.settle(...args);
+    } catch (err) {
+      if (err instanceof SettleError || err instanceof FacilitatorResponseError) throw err;
+      throw new FacilitatorResponseError(`facilitator settle unanswered: ${err instanceof Error ? err.message : String(err)}`);
+    }
+  }
+}
+
+/**
  * The x402 v2 resource server of the SDK, driven from Fastify: it builds the 402 challenges,
  * asks the facilitator to verify and settle, and encodes PAYMENT-RESPONSE. Which steps run in
  * which order (and what is stored in between) is the pipeline's business, not this class's.
@@ -60,7 +79,7 @@ export class PaymentGateway {
     private readonly config: Config,
     routes: PaidRouteSpec[],
   ) {
-    const facilitator = new HTTPFacilitatorClient({ url: config.facilitatorUrl, timeoutMs: config.facilitatorTimeoutMs });
+    const facilitator = new SettleUncertaintyAwareFacilitator({ url: config.facilitatorUrl, timeoutMs: config.facilitatorTimeoutMs });
     const server = new x402ResourceServer(facilitator).register(NETWORK, new ExactEvmScheme());
     server.registerExtension(bazaarResourceServerExtension);
     const table: Record<string, RouteConfig> = {};

@@ -59,7 +59,7 @@ export const orderRoutes: FastifyPluginAsyncTypebox<AppDeps & { reports: PaidRep
       const validate = validators.get(path);
       if (!validate) throw new AppError('invalid_request', `${path} is not served by this deployment`);
       validate(input);
-      const { row, key } = await deps.reports.orders.create(path, input, digestOf({ path, input }), deps.clock.now());
+      const { row, key } = await deps.reports.guardStorage(() => deps.reports.orders.create(path, input, digestOf({ path, input }), deps.clock.now()));
       return reply.status(201).send({ id: row.id, key, expiresAt: row.expires_at });
     },
   );
@@ -77,12 +77,14 @@ export const orderRoutes: FastifyPluginAsyncTypebox<AppDeps & { reports: PaidRep
     },
     async (request, reply) => {
       const now = deps.clock.now();
-      const order = await deps.reports.orders.open(request.body.id, request.body.key, now);
+      // Storage failures are 503 (as on the paid routes), never a 500.
+      const order = await deps.reports.guardStorage(() => deps.reports.orders.open(request.body.id, request.body.key, now));
       if (!order.report_id) {
         reply.header('retry-after', '5');
         return reply.status(202).send({ status: 'unpaid' as const, orderId: order.id, retryAfter: 5, reason: 'no payment has been received for this order' });
       }
-      const row = await deps.reports.store.byId(order.report_id);
+      const reportId = order.report_id;
+      const row = await deps.reports.guardStorage(() => deps.reports.store.byId(reportId));
       if (!row) throw new AppError('not_found', 'unknown report or incorrect key');
       const d = await deps.reports.settlement.resume(row, request.body.txHash);
       if (d.kind === 'report') return reply.status(200).send({ report: d.report, receipt: d.receipt as never });

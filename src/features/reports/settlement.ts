@@ -5,7 +5,7 @@ import { formatUsdc } from '../../platform/money.js';
 import type { PaymentGateway, PaymentPayload, PaymentRequirements } from '../../platform/x402.js';
 import type { PaidReportRow, PaidReportStore } from './store.js';
 import type { PaymentDeps } from './pipeline.js';
-import { findSettlement } from './settlement-lookup.js';
+import { findSettlement, type LookupResult } from './settlement-lookup.js';
 
 export type Delivery =
   | { kind: 'report'; report: Record<string, unknown>; receipt: unknown; headers: Record<string, string> }
@@ -34,9 +34,18 @@ export class SettlementService {
   async settleNew(row: PaidReportRow, recoveryKey: string | undefined): Promise<Delivery> {
     const { payload, requirements, extensions } = paymentOf(row);
     const outcome = await this.gateway.settle(payload, requirements, extensions ?? undefined);
-    if (outcome.kind === 'settled') return this.finalize(row, outcome.transaction, outcome.payer || row.payer, outcome.headers);
+    if (outcome.kind === 'settled') return this.finalize(row, outcome.transaction, outcome.payer || row.payer, outcome.headers, recoveryKey);
     if (outcome.kind === 'pending') return this.pending(row, outcome.reason, outcome.transaction, recoveryKey);
     if (/nonce|already.?used/i.test(outcome.reason)) return this.pending(row, outcome.reason, undefined, recoveryKey);
+    // "Nothing was charged" must be true before it is said: a rejected settle can still race a
+    // transfer of the same authorization that did land (the payer, or another settle of it, may
+    // have submitted it first; the loser then reverts as "transaction failed"). Ask the chain.
+    const seen = await this.lookup(row);
+    if (seen.found) return this.settledOnChain(row, seen, recoveryKey);
+    if ('unreadable' in seen) return this.pending(row, `settlement rejected (${outcome.reason}) but the chain could not be checked`, undefined, recoveryKey);
+    // Not on chain yet is not "never": a facilitator can fail (an HTTP 500, say) after it has
+    // broadcast. Only a refusal given before anything is sent makes the payment failed.
+    if (!isDefiniteRefusal(outcome.reason)) return this.pending(row, `settlement uncertain (${outcome.reason})`, undefined, recoveryKey);
     await this.store.markStatus(row.id, 'failed', { failure: outcome.reason }).catch(() => {});
     return failed(outcome.reason);
   }
@@ -50,32 +59,32 @@ export class SettlementService {
     if (row.status === 'settled' && row.settle_tx) {
       return { kind: 'report', report: JSON.parse(row.report), receipt: JSON.parse(row.receipt ?? 'null'), headers: this.gateway.settlementHeaders(row.settle_tx, row.payer) };
     }
-    if (row.status === 'failed') return failed(row.failure ?? 'settlement failed');
-
-    const [payer = '', nonce = ''] = row.auth_id.split(':');
-    const seen = await findSettlement(
-      this.deps.chain,
-      { payer, nonce, payTo: row.pay_to, amount: BigInt(row.price_micro), fromBlock: BigInt(row.from_block) },
-      txHash,
-    ).catch(() => ({ found: false as const, reason: 'the chain could not be read' }));
-    if (seen.found && seen.confirmations >= this.deps.config.minConfirmations) {
-      return this.finalize(row, seen.transaction, row.payer, this.gateway.settlementHeaders(seen.transaction, row.payer));
-    }
-    if (seen.found) return this.pending(row, `settlement seen with ${seen.confirmations} confirmation(s)`, seen.transaction);
-    if (txHash) return this.pending(row, seen.reason);
-
-    // A request that stored its report moments ago may still be settling it: leave it be.
+    // A request that stored its report moments ago may still be settling it: leave it be. Only
+    // that request records the settlement's state meanwhile; were a concurrent replay to mark the
+    // row "pending", the next replay would settle the same authorization a second time, racing
+    // the first settle (which may then revert and be reported as failed).
     const age = this.deps.clock.now().getTime() - new Date(row.created_at).getTime();
-    if (row.status === 'stored' && age < this.deps.config.facilitatorTimeoutMs + 30_000) {
-      return this.pending(row, 'settlement in progress');
-    }
+    const settling = row.status === 'stored' && age < this.deps.config.facilitatorTimeoutMs + 30_000;
+
+    // The chain is consulted even for a failed settlement: a payment that did land is never
+    // answered "nothing was charged" (and `txHash` can prove it). A failed one is never retried.
+    const seen = await this.lookup(row, txHash);
+    if (seen.found) return this.settledOnChain(row, seen, undefined, !settling);
+    if (row.status === 'failed') return failed(row.failure ?? 'settlement failed');
+    if (txHash) return this.pending(row, seen.reason, undefined, undefined, !settling);
+    if (settling) return this.pending(row, 'settlement in progress', undefined, undefined, false);
     const { payload, requirements, extensions } = paymentOf(row);
     const outcome = await this.gateway.settle(payload, requirements, extensions ?? undefined);
     if (outcome.kind === 'settled') return this.finalize(row, outcome.transaction, outcome.payer || row.payer, outcome.headers);
     return this.pending(row, outcome.kind === 'pending' ? outcome.reason : `settlement not confirmed: ${outcome.reason}`, outcome.kind === 'pending' ? outcome.transaction : undefined);
   }
 
-  private async finalize(row: PaidReportRow, transaction: string, payer: string, headers: Record<string, string>): Promise<Delivery> {
+  /**
+   * Records the settlement and releases the report. `recoveryKey` is the key of an order created
+   * for this very request: when the record cannot be written, the 202 must still carry it (it is
+   * shown once), or the caller who has just been charged could not restore the report.
+   */
+  private async finalize(row: PaidReportRow, transaction: string, payer: string, headers: Record<string, string>, recoveryKey?: string): Promise<Delivery> {
     const now = this.deps.clock.now();
     const report = JSON.parse(row.report) as Record<string, unknown>;
     const subject = {
@@ -92,18 +101,43 @@ export class SettlementService {
       settledAt: now.toISOString(),
     };
     const receipt = { ...this.deps.receipts.sign('paid-report', row.id, subject, now), kind: 'paid-report' as const, subject };
+    let stored: PaidReportRow | undefined;
     try {
-      await this.store.markSettled(row.id, transaction, payer, receipt, now);
+      // Only the first to record the settlement issues the receipt; a concurrent request that saw
+      // the same settlement delivers that stored receipt, so one report never has two receipts.
+      if (!(await this.store.markSettled(row.id, transaction, payer, receipt, now))) stored = await this.store.byId(row.id);
     } catch {
       // Paid, but not recorded: hold the report back until recovery can record it, so that the
       // stored state never lags behind a delivered one.
-      return this.pending(row, 'settled; the record could not be written yet', transaction);
+      return this.pending(row, 'settled; the record could not be written yet', transaction, recoveryKey);
+    }
+    if (stored) {
+      if (stored.status !== 'settled' || !stored.settle_tx) return this.pending(row, 'settled; the record could not be read back yet', transaction, recoveryKey);
+      return { kind: 'report', report: JSON.parse(stored.report), receipt: JSON.parse(stored.receipt ?? 'null'), headers: this.gateway.settlementHeaders(stored.settle_tx, stored.payer) };
     }
     return { kind: 'report', report, receipt, headers };
   }
 
-  private async pending(row: PaidReportRow, reason: string, tx?: string, recoveryKey?: string): Promise<Delivery> {
-    if (row.status !== 'pending') await this.store.markStatus(row.id, 'pending', { tx, failure: reason }).catch(() => {});
+  /** The on-chain settlement of this row's authorization (at `txHash` when given). */
+  private async lookup(row: PaidReportRow, txHash?: string): Promise<LookupResult | { found: false; reason: string; unreadable: true }> {
+    const [payer = '', nonce = ''] = row.auth_id.split(':');
+    return findSettlement(
+      this.deps.chain,
+      { payer, nonce, payTo: row.pay_to, amount: BigInt(row.price_micro), fromBlock: BigInt(row.from_block) },
+      txHash,
+    ).catch(() => ({ found: false as const, reason: 'the chain could not be read', unreadable: true as const }));
+  }
+
+  /** A settlement seen on chain: released with enough confirmations, pending before that. */
+  private settledOnChain(row: PaidReportRow, seen: { transaction: string; confirmations: number }, recoveryKey?: string, record = true): Promise<Delivery> {
+    if (seen.confirmations >= this.deps.config.minConfirmations) {
+      return this.finalize(row, seen.transaction, row.payer, this.gateway.settlementHeaders(seen.transaction, row.payer), recoveryKey);
+    }
+    return this.pending(row, `settlement seen with ${seen.confirmations} confirmation(s)`, seen.transaction, recoveryKey, record);
+  }
+
+  private async pending(row: PaidReportRow, reason: string, tx?: string, recoveryKey?: string, record = true): Promise<Delivery> {
+    if (record && row.status !== 'pending') await this.store.markStatus(row.id, 'pending', { tx, failure: reason }).catch(() => {});
     return {
       kind: 'pending',
       body: {
@@ -120,6 +154,16 @@ export class SettlementService {
 
 function paymentOf(row: PaidReportRow): { payload: PaymentPayload; requirements: PaymentRequirements; extensions: Record<string, unknown> | null } {
   return JSON.parse(row.payment);
+}
+
+/**
+ * Refusals a facilitator gives before it sends anything: the authorization itself is unusable
+ * (bad signature, wrong amount or recipient, expired, unfunded). Anything else, a nonce already
+ * used included, leaves the payment uncertain.
+ */
+export function isDefiniteRefusal(reason: string): boolean {
+  if (/nonce|already.?used|pending|timeout|unexpected|unavailable/i.test(reason)) return false;
+  return /^invalid_|insufficient_funds|^unsupported_|^devnet_fault_injected$/i.test(reason);
 }
 
 function failed(reason: string): Delivery {

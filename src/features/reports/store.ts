@@ -30,18 +30,22 @@ export class PaidReportStore {
     return Number(res.numInsertedOrUpdatedRows ?? 0n) === 1;
   }
 
-  async markSettled(id: string, tx: string, payer: string, receipt: Receipt, now: Date): Promise<void> {
-    await this.database.db
+  /** Records the settlement once: false when the report was already settled (its receipt stands). */
+  async markSettled(id: string, tx: string, payer: string, receipt: Receipt, now: Date): Promise<boolean> {
+    const res = await this.database.db
       .updateTable('paid_reports')
       .set({ status: 'settled', settle_tx: tx, payer, receipt: JSON.stringify(receipt), settled_at: now.toISOString(), failure: null })
       .where('id', '=', id)
-      .execute();
+      .where('status', '!=', 'settled')
+      .executeTakeFirst();
+    return Number(res.numUpdatedRows ?? 0n) === 1;
   }
 
   async markStatus(id: string, status: Exclude<ReportStatus, 'settled'>, detail: { tx?: string | undefined; failure?: string | undefined }): Promise<void> {
     await this.database.db
       .updateTable('paid_reports')
-      .set({ status, settle_tx: detail.tx ?? null, failure: detail.failure ?? null })
+      // A transaction seen earlier is evidence worth keeping: a later answer without one keeps it.
+      .set({ status, failure: detail.failure ?? null, ...(detail.tx ? { settle_tx: detail.tx } : {}) })
       .where('id', '=', id)
       .where('status', '!=', 'settled')
       .execute();

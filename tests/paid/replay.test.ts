@@ -1,0 +1,122 @@
+// One payment authorization buys one report: replays with the same input get the stored report
+// (same receipt) and never a second charge; the same authorization with another input is a 409;
+// concurrent copies of one authorization settle once. The chain's balances are the judge.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { decodePaymentResponseHeader } from '@x402/core/http';
+import { randomBytes } from 'node:crypto';
+import { expectProblem } from '../helpers/problems.js';
+import { asInjected, recordingPayingFetch, signPayment, startPaidStack, type PaidStack } from '../helpers/paid.js';
+
+let s: PaidStack;
+beforeAll(async () => {
+  s = await startPaidStack();
+});
+afterAll(async () => {
+  await s?.close();
+});
+
+const PROOF_PRICE = 10_000n; // 0.01 USDC
+const QUICK_PRICE = 1_000n; // 0.001 USDC
+const addressOf = (i: number) => s.devnet.accounts[i]!.address;
+const proofBody = (expectedAmount = '0.01') => ({ chain: 'base', txHash: `0x${randomBytes(32).toString('hex')}`, expectedTo: s.payTo, expectedAmount });
+const post = (path: string, body: unknown, headers: Record<string, string> = {}) =>
+  fetch(`${s.url}${path}`, { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body: JSON.stringify(body) });
+
+describe('replaying one payment authorization', () => {
+  it('returns the same stored report and receipt for the same input, charging once; 409 for another input', async () => {
+    const payer = addressOf(1);
+    const { fetch: pay, signatures } = recordingPayingFetch(s, 1);
+    const [payee0, payer0] = [await s.balanceOf(s.payTo), await s.balanceOf(payer)];
+
+    const body = proofBody();
+    const first = await pay(`${s.url}/api/verify-payment`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+    expect(first.status).toBe(200);
+    const report = await first.json();
+    const settlement = decodePaymentResponseHeader(first.headers.get('payment-response')!);
+    expect(settlement.success).toBe(true);
+    expect(signatures).toHaveLength(1);
+    const sig = signatures[0]!;
+    expect(await s.balanceOf(s.payTo)).toBe(payee0 + PROOF_PRICE);
+    expect(await s.balanceOf(payer)).toBe(payer0 - PROOF_PRICE);
+    const settleCalls = s.devnet.facilitator.calls.settle;
+
+    // The same signature and the same input, three times: the stored report, its one receipt.
+    for (let i = 0; i < 3; i++) {
+      const again = await post('/api/verify-payment', body, { 'payment-signature': sig });
+      expect(again.status).toBe(200);
+      expect(await again.json()).toEqual(report);
+      expect(decodePaymentResponseHeader(again.headers.get('payment-response')!)).toMatchObject({ success: true, transaction: settlement.transaction });
+    }
+    expect(s.devnet.facilitator.calls.settle).toBe(settleCalls);
+
+    // The same signature with another input: 409, nothing charged.
+    const conflict = await post('/api/verify-payment', { ...body, expectedAmount: '0.02' }, { 'payment-signature': sig });
+    expectProblem(await asInjected(conflict), 409, 'payment_conflict');
+    // ... and on another paid report (its price differs; still the same authorization).
+    const elsewhere = await fetch(`${s.url}/api/quick-check`, { headers: { 'payment-signature': sig } });
+    expectProblem(await asInjected(elsewhere), 409, 'payment_conflict');
+
+    expect(await s.balanceOf(s.payTo)).toBe(payee0 + PROOF_PRICE);
+    expect(await s.balanceOf(payer)).toBe(payer0 - PROOF_PRICE);
+    expect(s.devnet.facilitator.calls.settle).toBe(settleCalls);
+  });
+
+  it('settles ten concurrent copies of one authorization exactly once', async () => {
+    const payer = addressOf(2);
+    const url = `${s.url}/api/quick-check`;
+    const sig = await signPayment(s, 2, url);
+    const [payee0, payer0] = [await s.balanceOf(s.payTo), await s.balanceOf(payer)];
+    const settle0 = s.devnet.facilitator.calls.settle;
+
+    const answers = await Promise.all(
+      Array.from({ length: 10 }, async () => {
+        const res = await fetch(url, { headers: { 'payment-signature': sig } });
+        return { status: res.status, body: await res.json(), retryAfter: res.headers.get('retry-after') };
+      }),
+    );
+    const statuses = answers.map((a) => a.status);
+    expect(statuses.every((st) => st === 200 || st === 202), JSON.stringify(statuses)).toBe(true);
+    expect(statuses).toContain(200);
+    for (const a of answers.filter((x) => x.status === 202)) {
+      expect(a.body).toMatchObject({ status: 'pending', orderId: expect.stringMatching(/^ord_[0-9a-f]{32}$/) });
+      expect(a.body.recoveryKey).toBeUndefined(); // only the request that stored the report may hold the key
+      expect(Number(a.retryAfter)).toBeGreaterThan(0);
+    }
+
+    // One settlement: the facilitator was asked once, the chain moved once.
+    expect(s.devnet.facilitator.calls.settle - settle0).toBe(1);
+    expect(await s.balanceOf(s.payTo)).toBe(payee0 + QUICK_PRICE);
+    expect(await s.balanceOf(payer)).toBe(payer0 - QUICK_PRICE);
+
+    // Every delivered copy is the one stored report with its one receipt; a replay now gets it too.
+    const replay = await fetch(url, { headers: { 'payment-signature': sig } });
+    expect(replay.status).toBe(200);
+    const stored = await replay.json();
+    for (const a of answers.filter((x) => x.status === 200)) expect(a.body).toEqual(stored);
+    expect(await s.balanceOf(s.payTo)).toBe(payee0 + QUICK_PRICE);
+    expect(s.devnet.facilitator.calls.settle - settle0).toBe(1);
+  });
+
+  it('settles concurrent copies of a payment-proof authorization once (request bodies included)', async () => {
+    const payer = addressOf(3);
+    const body = proofBody('1');
+    const init = { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) };
+    const sig = await signPayment(s, 3, `${s.url}/api/verify-payment`, init);
+    const [payee0, payer0] = [await s.balanceOf(s.payTo), await s.balanceOf(payer)];
+
+    // Five with the paid input, five with another input: the others must never buy anything.
+    const answers = await Promise.all(
+      Array.from({ length: 10 }, async (_, i) => {
+        const res = await post('/api/verify-payment', i % 2 ? { ...body, expectedAmount: '2' } : body, { 'payment-signature': sig });
+        return { i, status: res.status, body: await res.json() };
+      }),
+    );
+    // Either input may have stored its report first; from then on the other one is a conflict.
+    for (const a of answers) expect([200, 202, 409], JSON.stringify(a)).toContain(a.status);
+    const winners = new Set(answers.filter((a) => a.status !== 409).map((a) => a.i % 2));
+    expect(winners.size).toBe(1);
+    expect(answers.filter((a) => a.status === 409).every((a) => a.body.code === 'payment_conflict')).toBe(true);
+    expect(await s.balanceOf(s.payTo)).toBe(payee0 + PROOF_PRICE);
+    expect(await s.balanceOf(payer)).toBe(payer0 - PROOF_PRICE);
+  });
+});
