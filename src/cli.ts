@@ -1,4 +1,5 @@
 import { parseConfig } from './config.js';
+import { evidenceVerifyCommand } from './features/evidence/verify-command.js';
 import { purgeExpired } from './features/maintenance.js';
 import { PolicyStore, toPolicy } from './features/spend-policy/policies.js';
 import { openDatabase, type Database } from './platform/db/database.js';
@@ -10,6 +11,13 @@ Operator commands; they act on the database named by DATABASE_URL (default sqlit
   policy show <policyId>                     print a policy (never its key hashes)
   policy direct-checks <policyId> on|off     turn direct evidence checks (preflight, settlement) on or off
   purge                                      delete data past its retention (pilot policies, leads)
+
+Audit commands; they need no database.
+
+  evidence verify <chain.json> --jwks <file|url>
+                                             recompute the intent digest and every event hash of a
+                                             chain read from the API and verify its signed receipts;
+                                             exit code 1 when anything does not verify
 `;
 
 type Out = { log: (s: string) => void; error: (s: string) => void };
@@ -21,6 +29,7 @@ export async function run(argv: string[], out: Out = { log: console.log, error: 
     out.log(USAGE);
     return cmd ? 0 : 2;
   }
+  if (cmd === 'evidence' && sub === 'verify') return evidenceVerifyCommand(rest, out);
   let database: Database | undefined;
   const db = async () => (database ??= await openDatabase(parseConfig(env).databaseUrl));
   try {

@@ -1,4 +1,5 @@
 import type { Database } from '../platform/db/database.js';
+import { EvidenceStore } from './evidence/store.js';
 import { LeadStore } from './leads/store.js';
 import { OrderStore } from './orders/store.js';
 import { PolicyStore } from './spend-policy/policies.js';
@@ -7,13 +8,19 @@ export interface PurgeResult {
   leads: number;
   policies: number;
   orders: number;
+  /** Evidence chains deleted with their policies; present only when there were some. */
+  evidenceChains?: number;
 }
 
 /** Deletes everything past its retention period. Run periodically by the service and by `paywarden purge`. */
 export async function purgeExpired(database: Database, now: Date): Promise<PurgeResult> {
+  const leads = await new LeadStore(database).purgeExpired(now);
+  // Evidence chains first: they belong to the policies purged next.
+  const evidenceChains = await new EvidenceStore(database).purgeExpired(now);
   return {
-    leads: await new LeadStore(database).purgeExpired(now),
+    leads,
     policies: await new PolicyStore(database).purgeExpired(now),
+    ...(evidenceChains ? { evidenceChains } : {}),
     // The TTL only matters when creating orders; purging compares stored expiry times.
     orders: await new OrderStore(database, 0).purgeExpired(now),
   };

@@ -24,6 +24,8 @@ export function rateLimitTable(config: Config) {
     tokenCoverage: { points: 60, durationSeconds: 3600, title: 'Per-source free coverage limit reached' },
     pilotLeads: { points: config.leadLimit, durationSeconds: 3600, title: 'Rate limit reached' },
     policyCreate: { points: config.policyCreateLimit, durationSeconds: 86400, title: 'Free pilot creation limit reached' },
+    // Counted per policy (the source is `policy:<policyId>`), not per address.
+    evidence: { points: config.evidenceLimit, durationSeconds: 3600, title: 'Evidence request limit reached' },
   } satisfies Record<string, Limit>;
 }
 

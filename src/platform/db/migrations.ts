@@ -136,6 +136,37 @@ function migrations(dialect: Dialect): Record<string, Migration> {
         await db.schema.createIndex('orders_expires_at').on('orders').column('expires_at').execute();
       },
     },
+    '0004_evidence_chains': {
+      async up(db: Kysely<any>) {
+        // No foreign key to decisions: purging a policy deletes its decisions, and the chains
+        // of that policy go with them (maintenance deletes the chains first).
+        await db.schema
+          .createTable('evidence_chains')
+          .addColumn('id', 'text', (c) => c.primaryKey())
+          .addColumn('policy_id', 'text', (c) => c.notNull().references('policies.id'))
+          .addColumn('request_id', 'text', (c) => c.notNull())
+          .addColumn('decision_id', 'text', (c) => c.notNull())
+          .addColumn('intent', 'text', (c) => c.notNull())
+          .addColumn('intent_digest', 'text', (c) => c.notNull())
+          .addColumn('created_at', 'text', (c) => c.notNull())
+          .execute();
+        // One chain per requestId per policy, enforced by the database.
+        await db.schema.createIndex('evidence_chains_policy_request').unique().on('evidence_chains').columns(['policy_id', 'request_id']).execute();
+        await db.schema
+          .createTable('evidence_events')
+          .addColumn('id', 'text', (c) => c.primaryKey())
+          .addColumn('chain_id', 'text', (c) => c.notNull().references('evidence_chains.id'))
+          .addColumn('sequence', 'integer', (c) => c.notNull())
+          .addColumn('event_type', 'text', (c) => c.notNull())
+          .addColumn('body', 'text', (c) => c.notNull())
+          .addColumn('created_at', 'text', (c) => c.notNull())
+          .addColumn('prev_hash', 'text', (c) => c.notNull())
+          .addColumn('hash', 'text', (c) => c.notNull())
+          .execute();
+        // An event can only follow the one before it: two appends racing for a sequence cannot both commit.
+        await db.schema.createIndex('evidence_events_chain_sequence').unique().on('evidence_events').columns(['chain_id', 'sequence']).execute();
+      },
+    },
   };
 }
 

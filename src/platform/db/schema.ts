@@ -14,6 +14,8 @@ export interface DB {
   policy_day_repeats: PolicyDayRepeatsTable;
   paid_reports: PaidReportsTable;
   orders: OrdersTable;
+  evidence_chains: EvidenceChainsTable;
+  evidence_events: EvidenceEventsTable;
 }
 
 /** A bigint column as the drivers return it. */
@@ -132,4 +134,31 @@ export interface OrdersTable {
   report_id: string | null;
   created_at: string;
   expires_at: string;
+}
+
+/** An immutable payment intent and the protected decision made for it. */
+export interface EvidenceChainsTable {
+  id: string;
+  policy_id: string;
+  /** shares the decisions' (policy_id, request_id) namespace: one requestId, one spend */
+  request_id: string;
+  decision_id: string;
+  /** JSON of the normalised intent (addresses lower case, canonical amount) */
+  intent: string;
+  intent_digest: string;
+  created_at: string;
+}
+
+/** Append-only, hash-linked evidence of a chain; `hash` covers `prev_hash` and the event. */
+export interface EvidenceEventsTable {
+  id: string;
+  chain_id: string;
+  /** 1, 2, 3, … within the chain */
+  sequence: number;
+  event_type: string;
+  /** JSON of the event body */
+  body: string;
+  created_at: string;
+  prev_hash: string;
+  hash: string;
 }

@@ -1,0 +1,130 @@
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
+import type { AppDeps } from '../../app.js';
+import { createChainClient, type ChainClient } from '../../platform/chain.js';
+import type { ReceiptSigner } from '../../platform/receipts.js';
+import { problems } from '../../platform/schemas.js';
+import { normalisePreflightInput, preflightInputDigest, transactionPreflight } from '../preflight/preflight.js';
+import { gatherEvidence } from '../reports/payment-proof.js';
+import { PreflightRequest } from '../reports/schemas.js';
+import type { DecisionService } from '../spend-policy/decisions.js';
+import { checkKey } from '../spend-policy/policies.js';
+import { DirectChecks, type PreflightPort } from './checks.js';
+import { ChainParams, CreatedChain, EvidenceChain, Intent, PreflightResponse, SettlementRequest, SettlementResponse, Summary } from './schemas.js';
+import { EvidenceService } from './service.js';
+
+export interface EvidenceRouteDeps extends AppDeps {
+  decisions: DecisionService;
+  receipts: ReceiptSigner;
+  chain?: ChainClient;
+  /** The transaction preflight; the paid report's own by default. */
+  preflight?: PreflightPort;
+}
+
+const ALL = [400, 401, 403, 404, 410, 413, 415, 429, 503];
+const tags = ['evidence-chains'];
+const security = [{ agentKey: [] }];
+const agentKey = (authorization: string | undefined) => checkKey(authorization, { kinds: ['agent'], missing: 'agent_bearer_key_required' });
+
+/** The evidence-chain endpoints (release candidate); EVIDENCE_CHAINS=off leaves them unserved (404). */
+export const evidenceRoutes: FastifyPluginAsyncTypebox<EvidenceRouteDeps> = async (app, deps) => {
+  if (!deps.config.evidenceChains) return;
+  const service = new EvidenceService(deps.database, deps.decisions, deps.limiter);
+  const chain = deps.chain ?? createChainClient(deps.config);
+  const checks = new DirectChecks({
+    database: deps.database,
+    service,
+    signer: deps.receipts,
+    preflight: deps.preflight ?? {
+      run: async (input, now) => (await transactionPreflight(chain, input, now)) as unknown as Record<string, unknown>,
+      digest: preflightInputDigest,
+      normalise: normalisePreflightInput,
+    },
+    readTransaction: (hash) => gatherEvidence(chain, hash),
+    minConfirmations: deps.config.minConfirmations,
+  });
+
+  app.post(
+    '/api/evidence-chains',
+    {
+      schema: {
+        tags,
+        security,
+        summary: 'Create an evidence chain: an immutable payment intent and a protected decision (agent key)',
+        description:
+          'Makes a protected decision under the policy (same rules, same daily budget as /api/spendpolicy/decisions) and stores it with the intent; the chain starts with a PRECHECK_COMPLETED event holding the decision and its signed receipt. 201 when created; the identical intent again answers 200 with replayed true and spends nothing; a changed intent under the same policyId and requestId is 409, as is a requestId already used by a plain decision. Never authorizes or executes a payment and runs no paid check.',
+        body: Intent,
+        response: { 200: CreatedChain, 201: CreatedChain, ...problems(...ALL, 409) },
+      },
+    },
+    async (request, reply) => {
+      const created = await service.create(request.body, agentKey(request.headers.authorization), deps.clock.now());
+      return reply.status(created.replayed ? 200 : 201).send(created);
+    },
+  );
+
+  app.get(
+    '/api/evidence-chains/:evidenceChainId',
+    {
+      schema: {
+        tags,
+        security,
+        summary: 'Read a chain: the intent, its digest and every event in order, hash-linked',
+        description:
+          "A key of another policy gets 404, as an unknown chain does. Anyone can check the chain offline: `paywarden evidence verify <chain.json> --jwks <file|url>` recomputes the intent digest and every event hash and verifies the signed receipts.",
+        params: ChainParams,
+        response: { 200: EvidenceChain, ...problems(...ALL) },
+      },
+    },
+    async (request) => service.read(request.params.evidenceChainId, agentKey(request.headers.authorization), deps.clock.now()),
+  );
+
+  app.get(
+    '/api/evidence-chains/:evidenceChainId/summary',
+    {
+      schema: {
+        tags,
+        security,
+        summary: 'Summary of a chain: pre-authorization, preflight, settlement and reconciliation state',
+        description: 'reconciliation is NOT_SUBMITTED until settlement evidence exists. UNKNOWN is not verification; MATCH describes an observed transfer and is not permission to pay.',
+        params: ChainParams,
+        response: { 200: Summary, ...problems(...ALL) },
+      },
+    },
+    async (request) => service.summary(request.params.evidenceChainId, agentKey(request.headers.authorization), deps.clock.now()),
+  );
+
+  app.post(
+    '/api/evidence-chains/:evidenceChainId/preflight',
+    {
+      schema: {
+        tags,
+        security,
+        summary: 'Attach a transaction preflight of the unsigned transaction (agent key, pilot policy)',
+        description:
+          'Runs the transaction preflight on the unsigned input and appends TRANSACTION_PREFLIGHT_COMPLETED. The input has its own digest; the caller must verify that it represents the intended transaction (intentCheck compares a plain USDC transfer with the intent). Nothing is signed or executed. The same preflight again answers the recorded one (replayed true); a different one is 409. 503 when direct pilot checks are not enabled for the policy, or the chain cannot be read.',
+        params: ChainParams,
+        body: PreflightRequest,
+        response: { 200: PreflightResponse, ...problems(...ALL, 409) },
+      },
+    },
+    async (request) =>
+      checks.preflight(request.params.evidenceChainId, request.body, agentKey(request.headers.authorization), deps.clock.now()),
+  );
+
+  app.post(
+    '/api/evidence-chains/:evidenceChainId/settlement',
+    {
+      schema: {
+        tags,
+        security,
+        summary: 'Reconcile a settlement transaction against the immutable intent (agent key, pilot policy)',
+        description: `Reads the transaction's USDC Transfer logs and appends SETTLEMENT_RECONCILED: MATCH (one transfer pays the recipient exactly the amount, from expectedFrom when given, with at least ${deps.config.minConfirmations} confirmation(s)), MISMATCH (a USDC transfer differs; mismatches names the intent fields), PENDING (not mined or too few confirmations), FAILED (reverted), UNKNOWN (not found, or Base could not be read). The same txHash after a final result (MATCH, MISMATCH, FAILED) answers the stored evidence with replayed true; PENDING and UNKNOWN may be reconciled again, with the same or another txHash. Another txHash after a final result, or a conflicting submission recorded concurrently, is 409: read the chain.`,
+        params: ChainParams,
+        body: SettlementRequest,
+        response: { 200: SettlementResponse, ...problems(...ALL, 409) },
+      },
+    },
+    async (request) =>
+      checks.settlement(request.params.evidenceChainId, request.body.txHash, agentKey(request.headers.authorization), deps.clock.now()),
+  );
+};

@@ -1,0 +1,139 @@
+import { canonicalJson } from '../../platform/canonical.js';
+import { parseUsdc } from '../../platform/money.js';
+import { judgePayment, type PaymentDecision, type PaymentEvidence } from '../reports/payment-proof.js';
+import { publicTransfer } from '../reports/usdc-transfers.js';
+import type { Intent } from './hashing.js';
+
+/**
+ * Settlement matching: what a transaction shows against the chain's immutable intent, and what
+ * a new submission may do given the settlement evidence already recorded. Pure.
+ */
+
+export const SETTLEMENT_RESULTS = ['MATCH', 'MISMATCH', 'PENDING', 'FAILED', 'UNKNOWN'] as const;
+export type SettlementResult = (typeof SETTLEMENT_RESULTS)[number];
+
+/** Results that no later reading can change: another transaction hash is then a conflict. */
+export const FINAL_RESULTS: ReadonlySet<SettlementResult> = new Set(['MATCH', 'MISMATCH', 'FAILED']);
+
+export type MismatchField = 'recipient' | 'amount' | 'expectedFrom';
+export interface SettlementMismatch {
+  field: MismatchField;
+  expected: string;
+  observed: string;
+}
+
+/** The body of a SETTLEMENT_RECONCILED event (before its receipt is added). */
+export interface SettlementObservation {
+  txHash: string;
+  result: SettlementResult;
+  reason: string;
+  mismatches: SettlementMismatch[];
+  confirmations: number;
+  requiredConfirmations: number;
+  blockNumber: number | null;
+  transfers: Array<{ from: string; to: string; amount: string; logIndex: number }>;
+  expected: { recipient: string; amount: string; expectedFrom?: string };
+  checkedAt: string;
+}
+
+const RESULT_OF: Record<PaymentDecision, SettlementResult> = {
+  VERIFIED: 'MATCH',
+  MISMATCH: 'MISMATCH',
+  PENDING: 'PENDING',
+  FAILED: 'FAILED',
+  NOT_FOUND: 'UNKNOWN',
+};
+
+// judgePayment speaks of a payment's to/from; a chain speaks of its intent's fields.
+const FIELD_OF = { to: 'recipient', amount: 'amount', from: 'expectedFrom' } as const;
+
+export const UNREADABLE_REASON = 'the Base network could not be read; nothing was verified';
+
+/**
+ * Judges `evidence` (null: the chain could not be read) against the intent with the payment-proof
+ * rules: MATCH needs one USDC Transfer paying the recipient exactly the amount, from expectedFrom
+ * when the intent names one, with at least `minConfirmations` confirmations.
+ */
+export function reconcileSettlement(
+  intent: Intent,
+  txHash: string,
+  evidence: { evidence: PaymentEvidence; blockNumber: bigint | null } | null,
+  minConfirmations: number,
+  now: Date,
+): SettlementObservation {
+  const expected = {
+    recipient: intent.recipient.toLowerCase(),
+    amount: intent.amount,
+    ...(intent.expectedFrom ? { expectedFrom: intent.expectedFrom.toLowerCase() } : {}),
+  };
+  const base = { txHash: txHash.toLowerCase(), requiredConfirmations: minConfirmations, expected, checkedAt: now.toISOString() };
+  if (!evidence) {
+    return { ...base, result: 'UNKNOWN', reason: UNREADABLE_REASON, mismatches: [], confirmations: 0, blockNumber: null, transfers: [] };
+  }
+  const judged = judgePayment(
+    { expectedTo: intent.recipient, expectedAmount: parseUsdc(intent.amount), expectedFrom: intent.expectedFrom },
+    evidence.evidence,
+    minConfirmations,
+  );
+  return {
+    ...base,
+    result: RESULT_OF[judged.verdict.decision],
+    reason: judged.reason,
+    mismatches: judged.mismatches.map((m) => ({ field: FIELD_OF[m.field], expected: m.expected, observed: m.observed })),
+    confirmations: evidence.evidence.confirmations,
+    blockNumber: evidence.blockNumber === null ? null : Number(evidence.blockNumber),
+    transfers: evidence.evidence.transfers.map(publicTransfer),
+  };
+}
+
+/** A recorded SETTLEMENT_RECONCILED event, as far as the plan needs it. */
+export interface RecordedSettlement {
+  evidenceId: string;
+  body: Pick<SettlementObservation, 'txHash' | 'result' | 'reason' | 'mismatches' | 'confirmations'>;
+}
+
+export type SettlementPlan =
+  | { action: 'replay'; recorded: RecordedSettlement }
+  | { action: 'conflict'; detail: string }
+  | { action: 'observe' }
+  | { action: 'append' };
+
+/**
+ * Before reading the chain: a final result answers the same hash from storage and refuses any
+ * other; otherwise (nothing yet, PENDING or UNKNOWN) the transaction is read.
+ */
+export function planBeforeReading(latest: RecordedSettlement | undefined, txHash: string): SettlementPlan {
+  if (latest && FINAL_RESULTS.has(latest.body.result)) {
+    return latest.body.txHash === txHash.toLowerCase()
+      ? { action: 'replay', recorded: latest }
+      : { action: 'conflict', detail: `settlement ${latest.body.txHash} is already reconciled as ${latest.body.result}; read the chain` };
+  }
+  return { action: 'observe' };
+}
+
+/**
+ * Under the chain's lock, after reading: `seen` is the settlement evidence that was latest
+ * before reading. If another submission for a different transaction was recorded meanwhile,
+ * this one loses (exactly one winner). An unchanged reading of the same transaction appends
+ * nothing and answers the recorded event.
+ */
+export function planAfterReading(
+  latest: RecordedSettlement | undefined,
+  seenEvidenceId: string | undefined,
+  observation: SettlementObservation,
+): SettlementPlan {
+  const before = planBeforeReading(latest, observation.txHash);
+  if (before.action !== 'observe') return before;
+  if (!latest) return { action: 'append' };
+  if (latest.evidenceId !== seenEvidenceId && latest.body.txHash !== observation.txHash) {
+    return { action: 'conflict', detail: `conflicting concurrent settlement evidence (${latest.body.txHash}) was recorded first; read the chain` };
+  }
+  if (latest.body.txHash === observation.txHash && sameReading(latest.body, observation)) return { action: 'replay', recorded: latest };
+  return { action: 'append' };
+}
+
+function sameReading(a: RecordedSettlement['body'], b: SettlementObservation): boolean {
+  const key = (x: RecordedSettlement['body']) =>
+    canonicalJson({ result: x.result, reason: x.reason, mismatches: x.mismatches, confirmations: x.confirmations });
+  return key(a) === key(b);
+}

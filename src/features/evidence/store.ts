@@ -1,0 +1,151 @@
+import type { Selectable } from 'kysely';
+import type { Database } from '../../platform/db/database.js';
+import type { EvidenceChainsTable } from '../../platform/db/schema.js';
+import type { Tx } from '../../platform/db/tx.js';
+import { AppError } from '../../platform/errors.js';
+import { newId } from '../../platform/ids.js';
+import { linkEvent, type ChainEvent, type EventType, type Intent } from './hashing.js';
+
+export type ChainRow = Selectable<EvidenceChainsTable>;
+
+export interface StoredChain {
+  evidenceChainId: string;
+  policyId: string;
+  requestId: string;
+  intent: Intent;
+  intentDigest: string;
+  createdAt: string;
+  events: ChainEvent[];
+}
+
+/**
+ * Storage of evidence chains. Events are only ever inserted: the next one links to the last
+ * under the chain's lock (BEGIN IMMEDIATE on SQLite, a row lock on PostgreSQL), and a unique
+ * (chain, sequence) index refuses a second event at the same place should that ever fail.
+ */
+export class EvidenceStore {
+  constructor(private readonly database: Database) {}
+
+  get db() {
+    return this.database.db;
+  }
+
+  async chainById(tx: Tx, id: string): Promise<ChainRow | undefined> {
+    return tx.selectFrom('evidence_chains').selectAll().where('id', '=', id).executeTakeFirst();
+  }
+
+  /** The chain row, locked until commit on PostgreSQL (SQLite's write transaction already is). */
+  async lockChain(tx: Tx, id: string): Promise<ChainRow> {
+    let q = tx.selectFrom('evidence_chains').selectAll().where('id', '=', id);
+    if (this.database.dialect === 'postgres') q = q.forUpdate();
+    return q.executeTakeFirstOrThrow();
+  }
+
+  async chainByRequest(tx: Tx, policyId: string, requestId: string): Promise<ChainRow | undefined> {
+    return tx.selectFrom('evidence_chains').selectAll().where('policy_id', '=', policyId).where('request_id', '=', requestId).executeTakeFirst();
+  }
+
+  async events(tx: Tx, chainId: string, type?: EventType): Promise<ChainEvent[]> {
+    let q = tx.selectFrom('evidence_events').selectAll().where('chain_id', '=', chainId);
+    if (type) q = q.where('event_type', '=', type);
+    const rows = await q.orderBy('sequence', 'asc').execute();
+    return rows.map((r) => ({
+      evidenceId: r.id,
+      sequence: Number(r.sequence),
+      eventType: r.event_type as EventType,
+      body: JSON.parse(r.body) as Record<string, unknown>,
+      createdAt: r.created_at,
+      prevHash: r.prev_hash,
+      hash: r.hash,
+    }));
+  }
+
+  async latest(tx: Tx, chainId: string, type: EventType): Promise<ChainEvent | undefined> {
+    return (await this.events(tx, chainId, type)).at(-1);
+  }
+
+  async insertChain(tx: Tx, row: ChainRow): Promise<void> {
+    await tx.insertInto('evidence_chains').values(row).execute();
+  }
+
+  /** Appends an event after the chain's last one; call under the chain's lock. */
+  async append(tx: Tx, chain: ChainRow, eventType: EventType, body: Record<string, unknown>, now: Date): Promise<ChainEvent> {
+    const last = await tx
+      .selectFrom('evidence_events')
+      .select(['sequence', 'hash'])
+      .where('chain_id', '=', chain.id)
+      .orderBy('sequence', 'desc')
+      .limit(1)
+      .executeTakeFirst();
+    const event = linkEvent(chain.id, chain.intent_digest, last && { sequence: Number(last.sequence), hash: last.hash }, {
+      evidenceId: newId('ev'),
+      eventType,
+      body,
+      createdAt: now.toISOString(),
+    });
+    await tx
+      .insertInto('evidence_events')
+      .values({
+        id: event.evidenceId,
+        chain_id: chain.id,
+        sequence: event.sequence,
+        event_type: event.eventType,
+        body: JSON.stringify(event.body),
+        created_at: event.createdAt,
+        prev_hash: event.prevHash,
+        hash: event.hash,
+      })
+      .execute();
+    return event;
+  }
+
+  async read(tx: Tx, chain: ChainRow): Promise<StoredChain> {
+    return {
+      evidenceChainId: chain.id,
+      policyId: chain.policy_id,
+      requestId: chain.request_id,
+      intent: JSON.parse(chain.intent) as Intent,
+      intentDigest: chain.intent_digest,
+      createdAt: chain.created_at,
+      events: await this.events(tx, chain.id),
+    };
+  }
+
+  /** Whether `keyHash` is the agent key of a policy whose access has ended (410 rather than 404). */
+  async isExpiredAgentKey(keyHash: string, now: Date): Promise<boolean> {
+    const row = await this.db
+      .selectFrom('policies')
+      .select('id')
+      .where('agent_key_hash', '=', keyHash)
+      .where((eb) => eb.or([eb('access_expires_at', '<=', now.toISOString()), eb('purged_at', 'is not', null)]))
+      .executeTakeFirst();
+    return row !== undefined;
+  }
+
+  /** Deletes the chains (and their events) of policies whose access ended; returns how many chains. */
+  async purgeExpired(now: Date): Promise<number> {
+    const iso = now.toISOString();
+    return this.db.transaction().execute(async (tx) => {
+      const expired = tx.selectFrom('policies').select('id').where('access_expires_at', '<=', iso);
+      const chains = tx.selectFrom('evidence_chains').select('id').where('policy_id', 'in', expired);
+      await tx.deleteFrom('evidence_events').where('chain_id', 'in', chains).execute();
+      const res = await tx.deleteFrom('evidence_chains').where('policy_id', 'in', expired).executeTakeFirst();
+      return Number(res.numDeletedRows);
+    });
+  }
+}
+
+/**
+ * Runs storage work; anything but one of our own answers means the database failed, which the
+ * evidence endpoints report as 503 (nothing was recorded). The cause goes to the log only.
+ */
+export async function storage<T>(fn: () => Promise<T>): Promise<T> {
+  try {
+    return await fn();
+  } catch (err) {
+    if (err instanceof AppError) throw err;
+    const e = new AppError('storage_unavailable', 'evidence storage is unavailable; nothing was recorded');
+    e.cause = err;
+    throw e;
+  }
+}

@@ -1,0 +1,130 @@
+import { createPublicKey, verify as verifySignature } from 'node:crypto';
+import { digestOf } from '../../platform/canonical.js';
+import { eventHash, intentDigestOf, nextLink, normaliseIntent, type ChainEvent, type Intent } from './hashing.js';
+
+/**
+ * Offline audit of a chain as GET /api/evidence-chains/{id} returned it, trusting neither the
+ * database nor the service: recomputes the intent digest and every event hash and link, and
+ * verifies every signed receipt against the service's published keys (JWKS).
+ */
+
+export interface JwksDocument {
+  keys: Array<{ kty?: string; crv?: string; x?: string; kid?: string }>;
+}
+
+export interface ChainVerification {
+  ok: boolean;
+  evidenceChainId: string | null;
+  intentDigest: string | null;
+  events: number;
+  receiptsVerified: number;
+  problems: string[];
+}
+
+interface ReceiptLike {
+  subjectId?: unknown;
+  digest?: unknown;
+  keyId?: unknown;
+  alg?: unknown;
+  signature?: unknown;
+}
+
+const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
+
+/** Checks one receipt over `subject`; returns the problem, or null when it verifies. */
+export function receiptProblem(receipt: unknown, subject: unknown, subjectId: string, jwks: JwksDocument): string | null {
+  if (!isObject(receipt)) return 'receipt missing';
+  const r = receipt as ReceiptLike;
+  if (r.alg !== 'EdDSA') return `receipt alg ${String(r.alg)} is not EdDSA`;
+  if (r.subjectId !== subjectId) return `receipt names subject ${String(r.subjectId)}, expected ${subjectId}`;
+  if (typeof r.digest !== 'string' || r.digest !== digestOf(subject)) return 'receipt digest does not match the content';
+  const jwk = jwks.keys.find((k) => k.kid === r.keyId);
+  if (!jwk || jwk.kty !== 'OKP' || jwk.crv !== 'Ed25519' || typeof jwk.x !== 'string') return `no Ed25519 key ${String(r.keyId)} in the JWKS`;
+  try {
+    const key = createPublicKey({ key: { kty: 'OKP', crv: 'Ed25519', x: jwk.x }, format: 'jwk' });
+    const ok = verifySignature(null, Buffer.from(r.digest.slice('sha256:'.length), 'hex'), key, Buffer.from(String(r.signature), 'base64url'));
+    return ok ? null : 'receipt signature does not verify';
+  } catch {
+    return 'receipt signature does not verify';
+  }
+}
+
+/** The decision of a PRECHECK_COMPLETED event must be the decision for this very intent. */
+function decisionProblems(decision: Record<string, unknown>, intent: Intent): string[] {
+  const want: Record<string, string> = {
+    policyId: intent.policyId,
+    requestId: intent.requestId,
+    agentId: intent.agentId,
+    recipient: intent.recipient,
+    amount: intent.amount,
+  };
+  const out: string[] = [];
+  for (const [field, expected] of Object.entries(want)) {
+    const seen = typeof decision[field] === 'string' ? (decision[field] as string) : '';
+    if ((field === 'recipient' ? seen.toLowerCase() : seen) !== expected) out.push(`the decision's ${field} is not the intent's`);
+  }
+  if (decision.executionAuthorized !== false) out.push('the decision does not say executionAuthorized false');
+  return out;
+}
+
+export function verifyChain(doc: unknown, jwks: JwksDocument): ChainVerification {
+  const problems: string[] = [];
+  const report = (extra: Partial<ChainVerification> = {}): ChainVerification => ({
+    evidenceChainId: null,
+    intentDigest: null,
+    events: 0,
+    receiptsVerified: 0,
+    ...extra,
+    problems,
+    ok: problems.length === 0,
+  });
+  if (!isObject(doc) || typeof doc.evidenceChainId !== 'string' || !isObject(doc.intent) || typeof doc.intentDigest !== 'string' || !Array.isArray(doc.events)) {
+    problems.push('not an evidence chain: evidenceChainId, intent, intentDigest and events are required');
+    return report();
+  }
+  const chainId = doc.evidenceChainId;
+  let intent: Intent;
+  try {
+    intent = normaliseIntent(doc.intent as unknown as Intent);
+    if (intentDigestOf(intent) !== doc.intentDigest) problems.push(`intentDigest ${doc.intentDigest} is not the digest of the intent (${intentDigestOf(intent)})`);
+  } catch {
+    problems.push('the intent is malformed');
+    return report({ evidenceChainId: chainId });
+  }
+  if (doc.policyId !== undefined && doc.policyId !== intent.policyId) problems.push('policyId differs from the intent');
+  if (doc.requestId !== undefined && doc.requestId !== intent.requestId) problems.push('requestId differs from the intent');
+
+  let receipts = 0;
+  let last: ChainEvent | undefined;
+  doc.events.forEach((raw, i) => {
+    const at = `event ${i + 1}`;
+    if (!isObject(raw) || !isObject(raw.body)) {
+      problems.push(`${at}: malformed`);
+      return;
+    }
+    const e = raw as unknown as ChainEvent;
+    const link = nextLink(doc.intentDigest as string, last);
+    if (e.sequence !== link.sequence) problems.push(`${at}: sequence ${String(e.sequence)}, expected ${link.sequence}`);
+    if (e.prevHash !== link.prevHash) problems.push(`${at}: prevHash does not link to ${i === 0 ? 'the intent digest' : 'the previous event'}`);
+    if (e.hash !== eventHash(chainId, e)) problems.push(`${at} (${String(e.eventType)}): hash does not match its content`);
+    if (i === 0 && e.eventType !== 'PRECHECK_COMPLETED') problems.push(`${at}: a chain starts with PRECHECK_COMPLETED`);
+
+    let problem: string | null;
+    if (e.eventType === 'PRECHECK_COMPLETED') {
+      const decision = isObject(e.body.decision) ? e.body.decision : {};
+      problems.push(...decisionProblems(decision, intent).map((p) => `${at}: ${p}`));
+      problem = receiptProblem(e.body.receipt, decision, String(decision.decisionId), jwks);
+    } else {
+      if (e.eventType === 'TRANSACTION_PREFLIGHT_COMPLETED' && e.body.inputDigest !== digestOf(e.body.input)) {
+        problems.push(`${at}: inputDigest is not the digest of the recorded input`);
+      }
+      const { receipt, ...body } = e.body;
+      problem = receiptProblem(receipt, { evidenceChainId: chainId, eventType: e.eventType, body }, chainId, jwks);
+    }
+    if (problem) problems.push(`${at} (${String(e.eventType)}): ${problem}`);
+    else receipts++;
+    last = e;
+  });
+  if (doc.events.length === 0) problems.push('the chain has no events');
+  return report({ evidenceChainId: chainId, intentDigest: doc.intentDigest, events: doc.events.length, receiptsVerified: receipts });
+}

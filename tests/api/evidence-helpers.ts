@@ -1,0 +1,62 @@
+import { expect } from 'vitest';
+import { ADDR, json, type TestApp } from '../helpers/app.js';
+import { AGENT, bearer, rid } from '../helpers/policies.js';
+import type { JwksDocument } from '../../src/features/evidence/verify.js';
+
+/** Helpers of the evidence-chain API tests. */
+
+export const CHAINS = '/api/evidence-chains';
+export const CHAIN_ID_RE = /^ec_[0-9a-f]{32}$/;
+export const EVIDENCE_ID_RE = /^ev_[0-9a-f]{32}$/;
+export const DIGEST_RE = /^sha256:[0-9a-f]{64}$/;
+export const UNKNOWN_CHAIN_ID = `ec_${'0'.repeat(32)}`;
+
+export interface IntentBody {
+  policyId: string;
+  agentId: string;
+  requestId: string;
+  chain: string;
+  asset: string;
+  recipient: string;
+  amount: string;
+  expectedFrom?: string;
+  [k: string]: unknown;
+}
+
+export function intentBody(policyId: string, overrides: Partial<IntentBody> = {}): IntentBody {
+  return { policyId, agentId: AGENT, requestId: rid('ec'), chain: 'base', asset: 'USDC', recipient: ADDR.alice, amount: '5', ...overrides };
+}
+
+const auth = (key: string | undefined) => (key ? bearer(key) : {});
+
+export function createChainRaw(t: TestApp, key: string | undefined, body: unknown) {
+  return t.app.inject({ method: 'POST', url: CHAINS, headers: auth(key), payload: body as Record<string, unknown> });
+}
+
+/** Creates a chain expecting 201; returns the creation answer. */
+export async function createChain(t: TestApp, p: { policyId: string; agentKey: string }, overrides: Partial<IntentBody> = {}) {
+  const res = await createChainRaw(t, p.agentKey, intentBody(p.policyId, overrides));
+  expect(res.statusCode, res.body).toBe(201);
+  return json(res);
+}
+
+export const readChain = (t: TestApp, id: string, key: string | undefined) =>
+  t.app.inject({ method: 'GET', url: `${CHAINS}/${id}`, headers: auth(key) });
+
+export const readSummary = (t: TestApp, id: string, key: string | undefined) =>
+  t.app.inject({ method: 'GET', url: `${CHAINS}/${id}/summary`, headers: auth(key) });
+
+export const settle = (t: TestApp, id: string, key: string | undefined, body: unknown) =>
+  t.app.inject({ method: 'POST', url: `${CHAINS}/${id}/settlement`, headers: auth(key), payload: body as Record<string, unknown> });
+
+export const attachPreflight = (t: TestApp, id: string, key: string | undefined, body: unknown) =>
+  t.app.inject({ method: 'POST', url: `${CHAINS}/${id}/preflight`, headers: auth(key), payload: body as Record<string, unknown> });
+
+export async function serviceJwks(t: TestApp): Promise<JwksDocument> {
+  const res = await t.app.inject({ method: 'GET', url: '/.well-known/jwks.json' });
+  expect(res.statusCode).toBe(200);
+  return json(res);
+}
+
+/** A random transaction hash no chain knows. */
+export const randomTxHash = () => `0x${Buffer.from(crypto.getRandomValues(new Uint8Array(32))).toString('hex')}`;

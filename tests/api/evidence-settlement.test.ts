@@ -1,0 +1,189 @@
+// Settlement reconciliation against real transactions: anvil as Base with Circle's USDC. Runs on
+// SQLite and PostgreSQL, because who wins a conflicting submission is the database's business.
+import { createServer, type AddressInfo, type Socket } from 'node:net';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createTestClient, createWalletClient, http, type Address, type Hash } from 'viem';
+import { privateKeyToAccount } from 'viem/accounts';
+import { USDC_ADDRESS, baseDevnetChain, fiatTokenAbi, freePort, startDevnet, type Devnet } from '../../src/devnet/index.js';
+import { verifyChain } from '../../src/features/evidence/verify.js';
+import { PolicyStore } from '../../src/features/spend-policy/policies.js';
+import { createChainClient, type ChainClient } from '../../src/platform/chain.js';
+import { createTestApp, json, type TestApp } from '../helpers/app.js';
+import { expectProblem } from '../helpers/problems.js';
+import { createPolicy, type Created } from '../helpers/policies.js';
+import { EVIDENCE_ID_RE, createChain, randomTxHash, readChain, readSummary, serviceJwks, settle } from './evidence-helpers.js';
+
+let devnet: Devnet;
+let chain: ChainClient;
+let t: TestApp;
+let p: Created;
+const addr = (i: number): Address => devnet.accounts[i]!.address;
+
+async function transfer(from: number, to: number, micro: bigint, gas?: bigint): Promise<Hash> {
+  const wallet = createWalletClient({ account: privateKeyToAccount(devnet.accounts[from]!.privateKey), chain: baseDevnetChain(devnet.rpcUrl), transport: http(devnet.rpcUrl) });
+  const hash = await wallet.writeContract({ address: USDC_ADDRESS, abi: fiatTokenAbi, functionName: 'transfer', args: [addr(to), micro], ...(gas ? { gas } : {}) });
+  await chain.waitForTransactionReceipt({ hash });
+  return hash;
+}
+
+/** A chain paying account 2 `amount` USDC, optionally from `from`. */
+async function chainFor(amount: string, from?: number) {
+  return createChain(t, p, { recipient: addr(2), amount, ...(from !== undefined ? { expectedFrom: addr(from) } : {}) });
+}
+
+const settleOk = async (id: string, txHash: string, app: TestApp = t) => {
+  const res = await settle(app, id, p.agentKey, { txHash });
+  expect(res.statusCode, res.body).toBe(200);
+  return json(res);
+};
+const settlementEvents = async (id: string) => json(await readChain(t, id, p.agentKey)).events.filter((e: any) => e.eventType === 'SETTLEMENT_RECONCILED');
+
+beforeAll(async () => {
+  devnet = await startDevnet();
+  chain = createChainClient({ rpcUrls: [devnet.rpcUrl], rpcTimeoutMs: 5000 });
+  t = await createTestApp({ config: { rpcUrls: [devnet.rpcUrl], minConfirmations: 1 } });
+  p = await createPolicy(t, { allowedRecipients: [], blockUnknownRecipients: false, requireHumanAbove: '1000', maxPerTransaction: '1000', dailyBudget: '100000' });
+  await new PolicyStore(t.database).setDirectChecks(p.policyId, true, t.clock.now());
+}, 120_000);
+
+afterAll(async () => {
+  await t?.close();
+  await devnet?.stop();
+});
+
+describe('settlement reconciliation', () => {
+  it('MATCH for the intended transfer; the same txHash again is replayed; another txHash is 409', async () => {
+    const c = await chainFor('1.5', 1);
+    const hash = await transfer(1, 2, 1_500_000n);
+    const first = await settleOk(c.evidenceChainId, hash.toUpperCase().replace('0X', '0x'));
+    expect(first).toEqual({
+      evidenceChainId: c.evidenceChainId,
+      settlementEvidenceId: expect.stringMatching(EVIDENCE_ID_RE),
+      txHash: hash.toLowerCase(),
+      result: 'MATCH',
+      reason: 'USDC transfer of the expected amount to the expected recipient from the expected sender',
+      mismatches: [],
+      replayed: false,
+      confirmations: 1,
+      requiredConfirmations: 1,
+      checkedAt: t.clock.now().toISOString(),
+    });
+    expect(await settleOk(c.evidenceChainId, hash)).toEqual({ ...first, replayed: true });
+    const other = await transfer(1, 2, 1_500_000n);
+    const problem = expectProblem(await settle(t, c.evidenceChainId, p.agentKey, { txHash: other }), 409, 'evidence_conflict');
+    expect(problem.detail).toMatch(/already reconciled as MATCH/);
+    expect(await settlementEvents(c.evidenceChainId)).toHaveLength(1);
+
+    const summary = json(await readSummary(t, c.evidenceChainId, p.agentKey));
+    expect(summary).toMatchObject({ reconciliation: 'MATCH', settlement: { txHash: hash.toLowerCase(), result: 'MATCH', confirmations: 1, requiredConfirmations: 1 } });
+    const full = json(await readChain(t, c.evidenceChainId, p.agentKey));
+    expect(full.events.map((e: any) => e.eventType)).toEqual(['PRECHECK_COMPLETED', 'SETTLEMENT_RECONCILED']);
+    expect(full.events[1].body.receipt).toMatchObject({ kind: 'evidence-settlement_reconciled', subjectId: c.evidenceChainId });
+    expect(verifyChain(full, await serviceJwks(t))).toMatchObject({ ok: true, events: 2, receiptsVerified: 2 });
+  });
+
+  it('MISMATCH lists the intent fields that differ', async () => {
+    const hash = await transfer(3, 2, 1_500_000n);
+    const amount = await settleOk((await chainFor('2')).evidenceChainId, hash);
+    expect(amount).toMatchObject({ result: 'MISMATCH', mismatches: [{ field: 'amount', expected: '2', observed: '1.5' }] });
+    const sender = await settleOk((await chainFor('1.5', 1)).evidenceChainId, hash);
+    expect(sender).toMatchObject({ result: 'MISMATCH', mismatches: [{ field: 'expectedFrom', expected: addr(1), observed: addr(3) }] });
+    const c = await createChain(t, p, { recipient: addr(4), amount: '1.5' });
+    expect(await settleOk(c.evidenceChainId, hash)).toMatchObject({ result: 'MISMATCH', mismatches: [{ field: 'recipient', expected: addr(4), observed: addr(2) }] });
+  });
+
+  it('FAILED for a reverted transfer, which is final', async () => {
+    const c = await chainFor('2000');
+    const hash = await transfer(4, 2, 2_000_000_000n, 100_000n);
+    expect(await settleOk(c.evidenceChainId, hash)).toMatchObject({ result: 'FAILED', reason: 'transaction reverted', mismatches: [] });
+    expectProblem(await settle(t, c.evidenceChainId, p.agentKey, { txHash: randomTxHash() }), 409, 'evidence_conflict');
+  });
+
+  it('UNKNOWN is not final: the same hash again records nothing new, another hash may follow', async () => {
+    const c = await chainFor('1.5', 1);
+    const unknown = randomTxHash();
+    const first = await settleOk(c.evidenceChainId, unknown);
+    expect(first).toMatchObject({ result: 'UNKNOWN', reason: 'transaction not found on Base', confirmations: 0, replayed: false });
+    const again = await settleOk(c.evidenceChainId, unknown);
+    expect(again).toMatchObject({ result: 'UNKNOWN', replayed: true, settlementEvidenceId: first.settlementEvidenceId });
+    const hash = await transfer(1, 2, 1_500_000n);
+    expect(await settleOk(c.evidenceChainId, hash)).toMatchObject({ result: 'MATCH', replayed: false });
+    expect((await settlementEvents(c.evidenceChainId)).map((e: any) => e.body.result)).toEqual(['UNKNOWN', 'MATCH']);
+    expect(json(await readSummary(t, c.evidenceChainId, p.agentKey)).reconciliation).toBe('MATCH');
+  });
+
+  it('PENDING below the configured depth, re-reconciled to MATCH once deep enough', async () => {
+    const deep = await createTestApp({ database: t.database, clock: t.clock, config: { rpcUrls: [devnet.rpcUrl], minConfirmations: 3 } });
+    try {
+      const c = await chainFor('1.5');
+      const hash = await transfer(1, 2, 1_500_000n);
+      expect(await settleOk(c.evidenceChainId, hash, deep)).toMatchObject({ result: 'PENDING', reason: '1 of 3 required confirmations', confirmations: 1, requiredConfirmations: 3 });
+      await createTestClient({ mode: 'anvil', chain: baseDevnetChain(devnet.rpcUrl), transport: http(devnet.rpcUrl) }).mine({ blocks: 2 });
+      expect(await settleOk(c.evidenceChainId, hash, deep)).toMatchObject({ result: 'MATCH', confirmations: 3, requiredConfirmations: 3, replayed: false });
+      expect((await settlementEvents(c.evidenceChainId)).map((e: any) => e.body.result)).toEqual(['PENDING', 'MATCH']);
+    } finally {
+      await deep.app.close();
+    }
+  });
+
+  it('records UNKNOWN (not an error) when Base cannot be read, without leaking the RPC URL', async () => {
+    const dead = `http://127.0.0.1:${await freePort()}/v2/sk-secret-rpc-key`;
+    const blind = await createTestApp({ database: t.database, clock: t.clock, config: { rpcUrls: [dead], rpcTimeoutMs: 2000 } });
+    try {
+      const c = await chainFor('1.5');
+      const res = await settle(blind, c.evidenceChainId, p.agentKey, { txHash: randomTxHash() });
+      expect(res.statusCode).toBe(200);
+      expect(json(res)).toMatchObject({ result: 'UNKNOWN', reason: 'the Base network could not be read; nothing was verified' });
+      expect(res.body).not.toMatch(/secret|127\.0\.0\.1/);
+    } finally {
+      await blind.app.close();
+    }
+  });
+});
+
+describe('concurrent settlement submissions', () => {
+  const sockets: Socket[] = [];
+  it('20 different hashes at once: exactly one is recorded, the other 19 are 409', async () => {
+    // An RPC endpoint that accepts connections and never answers keeps all 20 readings in flight
+    // together, so every submission is concurrent with the winner (UNKNOWN is not final: a
+    // submission that had already seen the winner's UNKNOWN could legitimately replace it).
+    const silent = createServer((socket) => void sockets.push(socket));
+    await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', resolve));
+    const url = `http://127.0.0.1:${(silent.address() as AddressInfo).port}`;
+    const slow = await createTestApp({ database: t.database, clock: t.clock, config: { rpcUrls: [url], rpcTimeoutMs: 1000 } });
+    const c = await chainFor('1.5');
+    const responses = await Promise.all(Array.from({ length: 20 }, () => settle(slow, c.evidenceChainId, p.agentKey, { txHash: randomTxHash() })));
+    await slow.app.close();
+    silent.close();
+    for (const socket of sockets.splice(0)) socket.destroy();
+    const statuses = responses.map((r) => r.statusCode);
+    expect(statuses.filter((s) => s === 200)).toHaveLength(1);
+    expect(statuses.filter((s) => s === 409)).toHaveLength(19);
+    for (const r of responses.filter((x) => x.statusCode === 409)) expectProblem(r, 409, 'evidence_conflict');
+    const events = await settlementEvents(c.evidenceChainId);
+    expect(events).toHaveLength(1);
+    expect(events[0].evidenceId).toBe(json(responses.find((r) => r.statusCode === 200)!).settlementEvidenceId);
+  });
+
+  it('20 identical submissions at once: one recorded, every answer the same evidence', async () => {
+    const c = await chainFor('1.5');
+    const hash = await transfer(5, 2, 1_500_000n);
+    const responses = await Promise.all(Array.from({ length: 20 }, () => settle(t, c.evidenceChainId, p.agentKey, { txHash: hash })));
+    expect(responses.every((r) => r.statusCode === 200)).toBe(true);
+    const bodies = responses.map((r) => json(r));
+    expect(new Set(bodies.map((b) => b.settlementEvidenceId)).size).toBe(1);
+    expect(bodies.filter((b) => !b.replayed)).toHaveLength(1);
+    expect(bodies.every((b) => b.result === 'MATCH')).toBe(true);
+    expect(await settlementEvents(c.evidenceChainId)).toHaveLength(1);
+  });
+
+  it('different real transfers at once: one final result wins, the rest are 409', async () => {
+    const c = await chainFor('1.5');
+    const hashes = [await transfer(1, 2, 1_500_000n), await transfer(3, 2, 1_500_000n), await transfer(5, 2, 1_000_000n)];
+    const responses = await Promise.all(hashes.flatMap((h) => [h, h, h]).map((txHash) => settle(t, c.evidenceChainId, p.agentKey, { txHash })));
+    const winners = new Set(responses.filter((r) => r.statusCode === 200).map((r) => json(r).txHash));
+    expect(winners.size).toBe(1);
+    expect(responses.every((r) => r.statusCode === 200 || r.statusCode === 409)).toBe(true);
+    expect(await settlementEvents(c.evidenceChainId)).toHaveLength(1);
+  });
+});

@@ -1,0 +1,144 @@
+import { execFile } from 'node:child_process';
+import { generateKeyPairSync } from 'node:crypto';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { run } from '../../src/cli.js';
+import { eventHash } from '../../src/features/evidence/hashing.js';
+import { verifyChain, type JwksDocument } from '../../src/features/evidence/verify.js';
+import { ReceiptSigner } from '../../src/platform/receipts.js';
+import { createTestApp, json, type TestApp } from '../helpers/app.js';
+import { testDialect } from '../helpers/db.js';
+import { createPolicy, type Created } from '../helpers/policies.js';
+import { createChain, readChain, serviceJwks } from './evidence-helpers.js';
+
+/**
+ * Tamper evidence: whoever edits stored evidence directly in the database (bypassing the
+ * service) is caught by `paywarden evidence verify`, which trusts only the chain's own hashes
+ * and the service's published keys.
+ */
+describe('a chain edited in the database no longer verifies', () => {
+  let t: TestApp;
+  let p: Created;
+  let dir: string;
+  let jwks: JwksDocument;
+  const lines: string[] = [];
+  const errors: string[] = [];
+  const out = { log: (s: string) => lines.push(s), error: (s: string) => errors.push(s) };
+
+  beforeAll(async () => {
+    t = await createTestApp();
+    p = await createPolicy(t);
+    dir = mkdtempSync(join(tmpdir(), 'paywarden-evidence-'));
+    jwks = await serviceJwks(t);
+    writeFileSync(join(dir, 'jwks.json'), JSON.stringify(jwks));
+  });
+  afterAll(async () => {
+    await t.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  /** Reads the chain through the API into a file, as an auditor would, and runs the CLI on it. */
+  async function auditChain(id: string, jwksArg = join(dir, 'jwks.json')) {
+    const chain = json(await readChain(t, id, p.agentKey));
+    const file = join(dir, `${id}-${lines.length}.json`);
+    writeFileSync(file, JSON.stringify(chain, null, 2));
+    lines.length = 0;
+    errors.length = 0;
+    const code = await run(['evidence', 'verify', file, '--jwks', jwksArg], out, {});
+    return { code, chain, report: JSON.parse(lines.join('\n')) as { ok: boolean; problems: string[] } };
+  }
+
+  it('an untouched chain verifies (exit 0)', async () => {
+    const { evidenceChainId } = await createChain(t, p, { amount: '5' });
+    const { code, report } = await auditChain(evidenceChainId);
+    expect(report).toMatchObject({ ok: true, evidenceChainId, events: 1, receiptsVerified: 1, problems: [] });
+    expect(code).toBe(0);
+  });
+
+  it('editing an event body directly in the database breaks its hash (exit 1)', async () => {
+    const { evidenceChainId } = await createChain(t, p, { amount: '5' });
+    const row = await t.database.db.selectFrom('evidence_events').selectAll().where('chain_id', '=', evidenceChainId).executeTakeFirstOrThrow();
+    const body = JSON.parse(row.body);
+    body.decision.amount = '0.5';
+    await t.database.db.updateTable('evidence_events').set({ body: JSON.stringify(body) }).where('id', '=', row.id).execute();
+    const { code, report } = await auditChain(evidenceChainId);
+    expect(code).toBe(1);
+    expect(report.ok).toBe(false);
+    expect(report.problems).toEqual(expect.arrayContaining([
+      expect.stringMatching(/event 1 \(PRECHECK_COMPLETED\): hash does not match its content/),
+      expect.stringMatching(/receipt digest does not match the content/),
+      expect.stringMatching(/the decision's amount is not the intent's/),
+    ]));
+    expect(errors.join()).toMatch(/does NOT verify/);
+  });
+
+  it('recomputing the hash after the edit does not help: the signed receipt no longer matches', async () => {
+    const { evidenceChainId } = await createChain(t, p, { amount: '5' });
+    const row = await t.database.db.selectFrom('evidence_events').selectAll().where('chain_id', '=', evidenceChainId).executeTakeFirstOrThrow();
+    const body = JSON.parse(row.body);
+    body.decision.decision = 'APPROVE';
+    body.decision.reasons = [];
+    body.decision.createdAt = '2020-01-01T00:00:00.000Z';
+    const hash = eventHash(evidenceChainId, { evidenceId: row.id, sequence: 1, eventType: 'PRECHECK_COMPLETED', body, createdAt: row.created_at, prevHash: row.prev_hash });
+    await t.database.db.updateTable('evidence_events').set({ body: JSON.stringify(body), hash }).where('id', '=', row.id).execute();
+    const { code, report } = await auditChain(evidenceChainId);
+    expect(code).toBe(1);
+    expect(report.problems).toEqual([expect.stringMatching(/receipt digest does not match the content/)]);
+  });
+
+  it('editing the stored intent breaks the intent digest and the link of the first event', async () => {
+    const { evidenceChainId } = await createChain(t, p, { amount: '5' });
+    const row = await t.database.db.selectFrom('evidence_chains').selectAll().where('id', '=', evidenceChainId).executeTakeFirstOrThrow();
+    await t.database.db.updateTable('evidence_chains').set({ intent: row.intent.replace('"amount":"5"', '"amount":"4"') }).where('id', '=', evidenceChainId).execute();
+    const { code, report } = await auditChain(evidenceChainId);
+    expect(code).toBe(1);
+    expect(report.problems).toEqual(expect.arrayContaining([expect.stringMatching(/intentDigest .* is not the digest of the intent/)]));
+  });
+
+  it('a JWKS without the signing key fails the receipts', async () => {
+    const { evidenceChainId } = await createChain(t, p, { amount: '5' });
+    const stranger = ReceiptSigner.fromPrivateKey(generateKeyPairSync('ed25519').privateKey);
+    writeFileSync(join(dir, 'stranger.json'), JSON.stringify(stranger.jwks()));
+    const { code, report } = await auditChain(evidenceChainId, join(dir, 'stranger.json'));
+    expect(code).toBe(1);
+    expect(report.problems).toEqual([expect.stringMatching(/no Ed25519 key .* in the JWKS/)]);
+    // Same kid, other key material: the signature itself fails.
+    const forged = { keys: [{ ...stranger.jwk, kid: jwks.keys[0]!.kid }] };
+    const chain = json(await readChain(t, evidenceChainId, p.agentKey));
+    expect(verifyChain(chain, forged).problems).toEqual([expect.stringMatching(/signature does not verify/)]);
+  });
+
+  it('reordering or dropping events is caught', async () => {
+    const { evidenceChainId } = await createChain(t, p, { amount: '5' });
+    const chain = json(await readChain(t, evidenceChainId, p.agentKey));
+    expect(verifyChain({ ...chain, events: [] }, jwks).ok).toBe(false);
+    const renumbered = { ...chain, events: [{ ...chain.events[0], sequence: 2 }] };
+    expect(verifyChain(renumbered, jwks).problems.join()).toMatch(/sequence 2, expected 1/);
+  });
+
+  it('reads the JWKS from the service URL; usage errors exit 2', async () => {
+    const { evidenceChainId } = await createChain(t, p, { amount: '5' });
+    const address = await t.app.listen({ host: '127.0.0.1', port: 0 });
+    const { code } = await auditChain(evidenceChainId, `${address}/.well-known/jwks.json`);
+    expect(code).toBe(0);
+    expect(await run(['evidence', 'verify', join(dir, 'x.json')], out, {})).toBe(2);
+    expect(await run(['evidence', 'verify', '--jwks', join(dir, 'jwks.json')], out, {})).toBe(2);
+    expect(await run(['evidence', 'verify', join(dir, 'missing.json'), '--jwks', join(dir, 'jwks.json')], out, {})).toBe(1);
+  });
+
+  it.skipIf(testDialect !== 'sqlite')('the installed bin exits non-zero on a tampered chain', async () => {
+    const { evidenceChainId } = await createChain(t, p, { amount: '5' });
+    await t.database.db.updateTable('evidence_events').set({ created_at: '2020-01-01T00:00:00.000Z' }).where('chain_id', '=', evidenceChainId).execute();
+    const file = join(dir, 'bin.json');
+    writeFileSync(file, JSON.stringify(json(await readChain(t, evidenceChainId, p.agentKey))));
+    const err = await promisify(execFile)(process.execPath, ['bin/paywarden.mjs', 'evidence', 'verify', file, '--jwks', join(dir, 'jwks.json')]).then(
+      () => null,
+      (e: { code: number; stdout: string }) => e,
+    );
+    expect(err?.code).toBe(1);
+    expect(JSON.parse(err!.stdout).problems.join()).toMatch(/hash does not match/);
+  });
+});

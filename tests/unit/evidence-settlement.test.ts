@@ -1,0 +1,111 @@
+import { describe, expect, it } from 'vitest';
+import type { Intent } from '../../src/features/evidence/hashing.js';
+import {
+  UNREADABLE_REASON,
+  planAfterReading,
+  planBeforeReading,
+  reconcileSettlement,
+  type RecordedSettlement,
+  type SettlementObservation,
+} from '../../src/features/evidence/settlement.js';
+import type { PaymentEvidence } from '../../src/features/reports/payment-proof.js';
+import type { UsdcTransfer } from '../../src/features/reports/usdc-transfers.js';
+
+const ALICE = '0x1111111111111111111111111111111111111111';
+const BOB = '0x2222222222222222222222222222222222222222';
+const CAROL = '0x3333333333333333333333333333333333333333';
+const NOW = new Date('2026-01-15T12:00:00.000Z');
+const intent: Intent = { policyId: `sgp_${'a'.repeat(32)}`, agentId: 'a', requestId: 'r', chain: 'base', asset: 'USDC', recipient: BOB, amount: '1.5', expectedFrom: ALICE };
+const HASH = `0x${'ab'.repeat(32)}`;
+
+const transfer = (from: string, to: string, micro: bigint): UsdcTransfer => ({
+  from: from as `0x${string}`,
+  to: to as `0x${string}`,
+  amount: (Number(micro) / 1e6).toString(),
+  amountMicro: micro,
+  logIndex: 0,
+});
+const mined = (transfers: UsdcTransfer[], extra: Partial<PaymentEvidence> = {}) => ({
+  evidence: { found: true, mined: true, status: 'success' as const, confirmations: 2, transfers, finality: 'latest' as const, ...extra },
+  blockNumber: 100n,
+});
+const reconcile = (e: Parameters<typeof reconcileSettlement>[2], min = 1) => reconcileSettlement(intent, HASH.toUpperCase().replace('0X', '0x'), e, min, NOW);
+
+describe('reconcileSettlement', () => {
+  it('MATCH: one transfer of the amount to the recipient from expectedFrom, deep enough', () => {
+    expect(reconcile(mined([transfer(ALICE, BOB, 1_500_000n)]))).toEqual({
+      txHash: HASH,
+      result: 'MATCH',
+      reason: 'USDC transfer of the expected amount to the expected recipient from the expected sender',
+      mismatches: [],
+      confirmations: 2,
+      requiredConfirmations: 1,
+      blockNumber: 100,
+      transfers: [{ from: ALICE, to: BOB, amount: '1.5', logIndex: 0 }],
+      expected: { recipient: BOB, amount: '1.5', expectedFrom: ALICE },
+      checkedAt: NOW.toISOString(),
+    });
+  });
+
+  it('MISMATCH names the intent fields (recipient, amount, expectedFrom)', () => {
+    const r = reconcile(mined([transfer(CAROL, ALICE, 1_000_000n)]));
+    expect(r.result).toBe('MISMATCH');
+    expect(r.mismatches.map((m) => m.field)).toEqual(['recipient', 'amount', 'expectedFrom']);
+    expect(r.mismatches[1]).toEqual({ field: 'amount', expected: '1.5', observed: '1' });
+    expect(reconcile(mined([])).mismatches).toEqual([]);
+    expect(reconcile(mined([])).result).toBe('MISMATCH');
+  });
+
+  it('PENDING (unmined or shallow), FAILED (reverted), UNKNOWN (not found or unreadable)', () => {
+    expect(reconcile({ evidence: { found: true, mined: false, confirmations: 0, transfers: [], finality: null }, blockNumber: null }).result).toBe('PENDING');
+    expect(reconcile(mined([transfer(ALICE, BOB, 1_500_000n)], { confirmations: 1 }), 3)).toMatchObject({ result: 'PENDING', requiredConfirmations: 3, confirmations: 1 });
+    expect(reconcile(mined([], { status: 'reverted' })).result).toBe('FAILED');
+    expect(reconcile({ evidence: { found: false, mined: false, confirmations: 0, transfers: [], finality: null }, blockNumber: null }).result).toBe('UNKNOWN');
+    expect(reconcile(null)).toMatchObject({ result: 'UNKNOWN', reason: UNREADABLE_REASON, confirmations: 0, blockNumber: null });
+  });
+});
+
+const recorded = (evidenceId: string, txHash: string, result: SettlementObservation['result'], confirmations = 1): RecordedSettlement => ({
+  evidenceId,
+  body: { txHash, result, reason: result, mismatches: [], confirmations },
+});
+const observed = (txHash: string, result: SettlementObservation['result'], confirmations = 1) =>
+  ({ txHash, result, reason: result, mismatches: [], confirmations }) as unknown as SettlementObservation;
+const H1 = `0x${'1'.repeat(64)}`;
+const H2 = `0x${'2'.repeat(64)}`;
+
+describe('settlement plans', () => {
+  it('before reading: a final result replays the same hash and refuses any other', () => {
+    for (const result of ['MATCH', 'MISMATCH', 'FAILED'] as const) {
+      expect(planBeforeReading(recorded('ev_1', H1, result), H1.toUpperCase().replace('0X', '0x'))).toMatchObject({ action: 'replay' });
+      expect(planBeforeReading(recorded('ev_1', H1, result), H2)).toMatchObject({ action: 'conflict' });
+    }
+    for (const result of ['PENDING', 'UNKNOWN'] as const) {
+      expect(planBeforeReading(recorded('ev_1', H1, result), H1)).toEqual({ action: 'observe' });
+      expect(planBeforeReading(recorded('ev_1', H1, result), H2)).toEqual({ action: 'observe' });
+    }
+    expect(planBeforeReading(undefined, H1)).toEqual({ action: 'observe' });
+  });
+
+  it('after reading: the first submission appends', () => {
+    expect(planAfterReading(undefined, undefined, observed(H1, 'UNKNOWN'))).toEqual({ action: 'append' });
+  });
+
+  it('after reading: another hash recorded meanwhile wins; this one is a conflict', () => {
+    expect(planAfterReading(recorded('ev_1', H1, 'UNKNOWN'), undefined, observed(H2, 'MATCH'))).toMatchObject({ action: 'conflict' });
+    expect(planAfterReading(recorded('ev_2', H1, 'PENDING'), 'ev_1', observed(H2, 'PENDING'))).toMatchObject({ action: 'conflict' });
+    expect(planAfterReading(recorded('ev_1', H1, 'MATCH'), undefined, observed(H2, 'MATCH'))).toMatchObject({ action: 'conflict' });
+  });
+
+  it('after reading: a non-final result seen before may be replaced, by the same or another hash', () => {
+    expect(planAfterReading(recorded('ev_1', H1, 'UNKNOWN'), 'ev_1', observed(H2, 'MATCH'))).toEqual({ action: 'append' });
+    expect(planAfterReading(recorded('ev_1', H1, 'PENDING', 1), 'ev_1', observed(H1, 'PENDING', 2))).toEqual({ action: 'append' });
+    expect(planAfterReading(recorded('ev_1', H1, 'PENDING', 1), 'ev_1', observed(H1, 'MATCH', 3))).toEqual({ action: 'append' });
+  });
+
+  it('after reading: an unchanged reading, or the same final result recorded meanwhile, appends nothing', () => {
+    expect(planAfterReading(recorded('ev_1', H1, 'UNKNOWN'), 'ev_1', observed(H1, 'UNKNOWN'))).toMatchObject({ action: 'replay' });
+    expect(planAfterReading(recorded('ev_1', H1, 'MATCH'), undefined, observed(H1, 'MATCH'))).toMatchObject({ action: 'replay' });
+    expect(planAfterReading(recorded('ev_2', H1, 'UNKNOWN'), undefined, observed(H1, 'UNKNOWN'))).toMatchObject({ action: 'replay' });
+  });
+});

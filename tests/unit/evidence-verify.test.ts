@@ -1,0 +1,72 @@
+import { generateKeyPairSync } from 'node:crypto';
+import { describe, expect, it } from 'vitest';
+import { intentDigestOf, linkEvent, normaliseIntent, type ChainEvent, type Intent } from '../../src/features/evidence/hashing.js';
+import { receiptProblem, verifyChain } from '../../src/features/evidence/verify.js';
+import { ReceiptSigner } from '../../src/platform/receipts.js';
+
+const signer = ReceiptSigner.fromPrivateKey(generateKeyPairSync('ed25519').privateKey);
+const jwks = signer.jwks();
+const NOW = new Date('2026-01-15T12:00:00.000Z');
+const CHAIN = `ec_${'c'.repeat(32)}`;
+const intent: Intent = normaliseIntent({ policyId: `sgp_${'a'.repeat(32)}`, agentId: 'agent', requestId: 'r-1', chain: 'base', asset: 'USDC', recipient: `0x${'B'.repeat(40)}`, amount: '2.50' });
+
+/** A chain built the way the service builds one: a signed decision, then a signed settlement. */
+function build() {
+  const intentDigest = intentDigestOf(intent);
+  const decision = { decisionId: 'dec_1', policyId: intent.policyId, requestId: 'r-1', agentId: 'agent', recipient: intent.recipient, amount: '2.5', decision: 'APPROVE', executionAuthorized: false };
+  const first = linkEvent(CHAIN, intentDigest, undefined, {
+    evidenceId: 'ev_1',
+    eventType: 'PRECHECK_COMPLETED',
+    body: { decision, receipt: signer.sign('spend-decision', 'dec_1', decision, NOW) },
+    createdAt: NOW.toISOString(),
+  });
+  const body = { txHash: '0xab', result: 'MATCH' };
+  const receipt = signer.sign('evidence-settlement_reconciled', CHAIN, { evidenceChainId: CHAIN, eventType: 'SETTLEMENT_RECONCILED', body }, NOW);
+  const second = linkEvent(CHAIN, intentDigest, first, { evidenceId: 'ev_2', eventType: 'SETTLEMENT_RECONCILED', body: { ...body, receipt }, createdAt: NOW.toISOString() });
+  return { evidenceChainId: CHAIN, policyId: intent.policyId, requestId: 'r-1', intent, intentDigest, createdAt: NOW.toISOString(), events: [first, second] as ChainEvent[] };
+}
+const clone = <T>(x: T): T => JSON.parse(JSON.stringify(x));
+
+describe('verifyChain', () => {
+  it('accepts an intact chain (and its JSON round trip)', () => {
+    expect(verifyChain(clone(build()), jwks)).toEqual({ ok: true, evidenceChainId: CHAIN, intentDigest: intentDigestOf(intent), events: 2, receiptsVerified: 2, problems: [] });
+  });
+
+  it('rejects a changed body, a changed intent, a broken link and a foreign chain id', () => {
+    const body = clone(build());
+    body.events[1]!.body.result = 'MISMATCH';
+    expect(verifyChain(body, jwks).problems).toEqual([expect.stringMatching(/event 2 .*hash does not match/), expect.stringMatching(/event 2 .*receipt digest/)]);
+
+    const changed = clone(build());
+    changed.intent.amount = '3';
+    expect(verifyChain(changed, jwks).problems.join()).toMatch(/intentDigest .* is not the digest/);
+
+    const unlinked = clone(build());
+    unlinked.events = [unlinked.events[1]!];
+    expect(verifyChain(unlinked, jwks).ok).toBe(false);
+
+    const moved = clone(build());
+    moved.evidenceChainId = `ec_${'d'.repeat(32)}`;
+    expect(verifyChain(moved, jwks).problems.join()).toMatch(/hash does not match/);
+  });
+
+  it('rejects a chain whose decision is not the decision for its intent', () => {
+    const other = clone(build());
+    other.events[0]!.body.decision = { ...(other.events[0]!.body.decision as object), recipient: `0x${'1'.repeat(40)}` };
+    expect(verifyChain(other, jwks).problems.join()).toMatch(/decision's recipient is not the intent's/);
+  });
+
+  it('rejects a document that is not a chain', () => {
+    for (const doc of [null, [], {}, { evidenceChainId: CHAIN, intent: {}, intentDigest: 'x', events: [] }]) expect(verifyChain(doc, jwks).ok).toBe(false);
+  });
+
+  it('receiptProblem names what is wrong', () => {
+    const subject = { a: 1 };
+    const receipt = signer.sign('k', 's', subject, NOW);
+    expect(receiptProblem(receipt, subject, 's', jwks)).toBeNull();
+    expect(receiptProblem(receipt, subject, 't', jwks)).toMatch(/subject/);
+    expect(receiptProblem({ ...receipt, alg: 'RS256' }, subject, 's', jwks)).toMatch(/alg/);
+    expect(receiptProblem({ ...receipt, signature: receipt.signature.replace(/^./, (c) => (c === 'A' ? 'B' : 'A')) }, subject, 's', jwks)).toMatch(/signature/);
+    expect(receiptProblem(undefined, subject, 's', jwks)).toBe('receipt missing');
+  });
+});
