@@ -47,7 +47,7 @@ function openSqlite(url: string): Database {
   sqlite.pragma('foreign_keys = ON');
   // Money columns hold micro-USDC; reading them as JavaScript numbers would lose precision.
   sqlite.defaultSafeIntegers(true);
-  const db = new Kysely<DB>({ dialect: new SqliteDialect({ database: sqlite }) });
+  const db = new Kysely<DB>({ dialect: new SqliteDialect({ database: withStatementCache(sqlite) }) });
   return {
     db,
     dialect: 'sqlite',
@@ -55,6 +55,27 @@ function openSqlite(url: string): Database {
       await sql`select 1`.execute(db);
     },
     close: () => db.destroy(),
+  };
+}
+
+/**
+ * Kysely prepares every query anew; with better-sqlite3 that compile step cost about as much as
+ * running the statement. Statements are kept by their SQL text (the same text is the same
+ * statement; parameters are bound at each run), in a bounded map.
+ */
+function withStatementCache(sqlite: SQLite.Database, limit = 500) {
+  const cache = new Map<string, SQLite.Statement>();
+  return {
+    close: () => sqlite.close(),
+    prepare(text: string) {
+      let stmt = cache.get(text);
+      if (!stmt) {
+        if (cache.size >= limit) cache.clear();
+        stmt = sqlite.prepare(text);
+        cache.set(text, stmt);
+      }
+      return stmt;
+    },
   };
 }
 

@@ -10,6 +10,11 @@ interface Job<T> {
   reject: (err: unknown) => void;
 }
 
+interface Lane {
+  queue: Job<unknown>[];
+  draining: boolean;
+}
+
 /**
  * Group commit: write jobs that arrive while a transaction is running are queued and then run,
  * one after another, inside ONE transaction, so one durable commit (one fsync) acknowledges many
@@ -18,12 +23,13 @@ interface Job<T> {
  * it writes anything) fails alone; any other error rolls the whole batch back and fails every
  * job in it, and nothing of it is acknowledged.
  *
- * On PostgreSQL the batch first locks every policy row it touches, in id order: several service
- * instances batching concurrently then always lock in the same order and cannot deadlock.
+ * SQLite has one writer, so there is one lane for everything. PostgreSQL has a pool of
+ * connections and row locks, so each policy gets its own lane: different policies commit in
+ * parallel, requests for one policy share commits. A batch locks its policy rows (in id order,
+ * so instances batching concurrently cannot deadlock) before running its jobs.
  */
 export class GroupCommitter {
-  private queue: Job<unknown>[] = [];
-  private draining = false;
+  private readonly lanes = new Map<string, Lane>();
 
   constructor(
     private readonly database: Database,
@@ -31,24 +37,31 @@ export class GroupCommitter {
   ) {}
 
   run<T>(lockIds: string[], work: (tx: Tx) => Promise<T>): Promise<T> {
+    const key = this.database.dialect === 'postgres' ? [...lockIds].sort().join(',') : '*';
+    let lane = this.lanes.get(key);
+    if (!lane) {
+      lane = { queue: [], draining: false };
+      this.lanes.set(key, lane);
+    }
+    const target = lane;
     return new Promise<T>((resolve, reject) => {
-      this.queue.push({ lockIds, work, resolve, reject } as Job<unknown>);
-      if (!this.draining) void this.drain();
+      target.queue.push({ lockIds, work, resolve, reject } as Job<unknown>);
+      if (!target.draining) void this.drain(key, target);
     });
   }
 
-  private async drain(): Promise<void> {
-    this.draining = true;
+  private async drain(key: string, lane: Lane): Promise<void> {
+    lane.draining = true;
     try {
-      while (this.queue.length > 0) {
+      while (lane.queue.length > 0) {
         // better-sqlite3 runs a whole transaction without leaving the microtask queue; yield
         // once so requests already read from their sockets can join this batch.
         await new Promise<void>((resolve) => setImmediate(resolve));
-        const batch = this.queue.splice(0, this.maxBatch);
-        await this.commit(batch);
+        await this.commit(lane.queue.splice(0, this.maxBatch));
       }
     } finally {
-      this.draining = false;
+      lane.draining = false;
+      if (lane.queue.length === 0) this.lanes.delete(key);
     }
   }
 
