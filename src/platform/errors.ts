@@ -35,6 +35,7 @@ export const ERROR_CODES = {
   internal_error: { status: 500, title: 'Internal error' },
   upstream_unavailable: { status: 502, title: 'Upstream provider unavailable' },
   storage_unavailable: { status: 503, title: 'Storage unavailable' },
+  provider_unavailable: { status: 503, title: 'Provider unavailable' },
   direct_checks_disabled: { status: 503, title: 'Direct pilot checks not enabled' },
   payments_unavailable: { status: 503, title: 'Paid reports are not configured' },
 } as const satisfies Record<string, { status: number; title: string }>;

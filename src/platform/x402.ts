@@ -74,6 +74,7 @@ class SettleUncertaintyAwareFacilitator extends HTTPFacilitatorClient {
 export class PaymentGateway {
   private readonly http: x402HTTPResourceServer;
   private initialized: Promise<void> | undefined;
+  private readonly challenges = new Map<string, GateResult>();
 
   constructor(
     private readonly config: Config,
@@ -144,6 +145,11 @@ export class PaymentGateway {
   /** The 402 challenge when there is no payment; else the facilitator's verdict on it. */
   async gate(request: FastifyRequest, paymentHeader?: string): Promise<GateResult> {
     await this.ready();
+    // A route's challenge is the same for every caller (fixed price, payee and resource URL):
+    // build it once instead of on every unpaid request.
+    const path = request.url.split('?')[0] ?? request.url;
+    const cached = paymentHeader ? undefined : this.challenges.get(`${request.method} ${path}`);
+    if (cached) return cached;
     let result;
     try {
       result = await this.http.processHTTPRequest(this.context(request, paymentHeader));
@@ -154,7 +160,9 @@ export class PaymentGateway {
       return { kind: 'verified', payload: result.paymentPayload, requirements: result.paymentRequirements, extensions: result.declaredExtensions };
     }
     if (result.type === 'payment-error') {
-      return { kind: 'respond', status: result.response.status, headers: result.response.headers, body: result.response.body };
+      const answer: GateResult = { kind: 'respond', status: result.response.status, headers: result.response.headers, body: result.response.body };
+      if (!paymentHeader && result.response.status === 402 && this.challenges.size < 64) this.challenges.set(`${request.method} ${path}`, answer);
+      return answer;
     }
     throw new AppError('internal_error');
   }

@@ -106,7 +106,7 @@ describe('preflight attachment', () => {
     try {
       const c = await newChain();
       const res = await attachPreflight(blind, c.evidenceChainId, p.agentKey, usdcTransfer(2, 1_500_000n));
-      const problem = expectProblem(res, 503, 'storage_unavailable');
+      const problem = expectProblem(res, 503, 'provider_unavailable');
       expect(problem.title).toBe('Provider unavailable');
       expect(res.body).not.toMatch(/secret|127\.0\.0\.1/);
       expect(await preflightEvents(c.evidenceChainId)).toHaveLength(0);

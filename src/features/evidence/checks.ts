@@ -165,7 +165,7 @@ async function provider<T>(fn: () => Promise<T>): Promise<T> {
     return await fn();
   } catch (err) {
     if (!(err instanceof AppError) || err.code !== 'upstream_unavailable') throw err;
-    const e = new AppError('storage_unavailable', `${UPSTREAM_DETAIL} Nothing was recorded.`, { title: 'Provider unavailable' });
+    const e = new AppError('provider_unavailable', `${UPSTREAM_DETAIL} Nothing was recorded.`);
     e.cause = err.cause;
     throw e;
   }
