@@ -9,10 +9,14 @@ import { paymentProof, PaymentProofReport } from './payment-proof.js';
 import { PaidReports, type PaidReportDef } from './pipeline.js';
 import { quickCheck, QuickCheckReport } from './quick-check.js';
 import { PaymentProofRequest } from './schemas.js';
+import { tokenRiskReportDef } from '../token-risk/route.js';
+import { transactionPreflightReportDef } from '../preflight/route.js';
 
 /** The paid reports this build serves; later reports add themselves here. */
 export function reportDefinitions(deps: AppDeps, chain: ChainClient): PaidReportDef[] {
   return [
+    tokenRiskReportDef(chain),
+    transactionPreflightReportDef(chain),
     {
       name: 'quickCheck',
       body: null,

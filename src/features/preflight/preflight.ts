@@ -1,0 +1,182 @@
+import { randomBytes } from 'node:crypto';
+import { encodeAbiParameters, getAddress, keccak256, numberToHex, pad, type Address, type Hex } from 'viem';
+import type { Static } from 'typebox';
+import { digestOf } from '../../platform/canonical.js';
+import { upstream, type ChainClient } from '../../platform/chain.js';
+import type { PreflightRequest } from '../reports/schemas.js';
+import { assetChanges, balanceChanges, decodeLogs, movementsOf } from './assets.js';
+import { decodeCalldata, type CalldataDecoding } from './calldata.js';
+import { contextCall, decodeContext, type Context } from './context.js';
+import { findingsOf, kindOf, recipientsOf, type PreflightEvidence, type TokenRiskDecision } from './findings.js';
+import { STATIC_TOKENS, USDC, knownAs, type TokenMeta } from './known.js';
+import { decodeRevert } from './revert.js';
+import { optional, rpc } from './rpc.js';
+import type { PreflightReport } from './schemas.js';
+import { simulate, topicAddress, type StateOverrides } from './simulate.js';
+import { verdictOf } from './verdict.js';
+
+export type PreflightInput = Static<typeof PreflightRequest>;
+
+export interface PreflightOptions {
+  /** Token-risk decision for the destination, where that evidence is at hand (e.g. a cached report). */
+  tokenRisk?: (address: Address) => Promise<TokenRiskDecision>;
+  /** How far back `from`'s USDC transfers are read for the poisoning check. */
+  poisonLookbackBlocks?: number;
+}
+
+/** ~5.5 hours of Base blocks: the range most providers accept for one eth_getLogs. */
+export const DEFAULT_POISON_LOOKBACK_BLOCKS = 10_000;
+const FRESH_ETH = 10n ** 24n;
+const FRESH_USDC = 10n ** 15n;
+/** FiatTokenV2_2 keeps balances in `balanceAndBlacklistStates`, storage slot 9 (the high bit is the blacklist flag). */
+const USDC_BALANCE_SLOT = 9n;
+const TRANSFER_TOPIC: Hex = '0xddf252ad1be2c89b69c2b068fc378daa952ba7f163c4a11628f55a4df523b3ef';
+const MAX_CONTEXT_ACCOUNTS = 32;
+
+export const PREFLIGHT_NOTE =
+  "Nothing was signed, sent or executed. The simulation ran on the node's latest state; the outcome can differ if that state changes before the transaction is mined.";
+
+/** The unsigned transaction in one canonical form: what inputDigest covers. */
+export function normalisePreflightInput(input: PreflightInput) {
+  return {
+    chain: 'base' as const,
+    to: input.to.toLowerCase(),
+    from: input.from ? input.from.toLowerCase() : null,
+    valueWei: BigInt(input.valueWei ?? '0').toString(),
+    data: (input.data ?? '0x').toLowerCase(),
+  };
+}
+
+export function preflightInputDigest(input: PreflightInput): string {
+  return digestOf(normalisePreflightInput(input));
+}
+
+/** A fresh sender with ETH for value and gas, and USDC, so that a sender-less preflight of a payment can run. */
+function fundFresh(sender: Address): StateOverrides {
+  const slot = keccak256(encodeAbiParameters([{ type: 'address' }, { type: 'uint256' }], [sender, USDC_BALANCE_SLOT]));
+  return { [sender]: { balance: numberToHex(FRESH_ETH) }, [USDC]: { stateDiff: { [slot]: pad(numberToHex(FRESH_USDC)) } } };
+}
+
+function contextTargets(to: Address, decoded: CalldataDecoding): { accounts: Address[]; tokens: Address[] } {
+  const accounts = new Map<string, Address>([[to.toLowerCase(), to]]);
+  const tokens = new Map<string, Address>([[to.toLowerCase(), to]]);
+  for (const a of decoded.actions) {
+    tokens.set(a.token.toLowerCase(), a.token);
+    const who = a.kind === 'approve' ? a.spender : a.kind === 'approve-all' ? a.operator : a.to;
+    accounts.set(who.toLowerCase(), getAddress(who));
+  }
+  return {
+    accounts: [...accounts.values()].slice(0, MAX_CONTEXT_ACCOUNTS),
+    tokens: [...tokens.values()].filter((t) => !STATIC_TOKENS[t.toLowerCase()]).slice(0, MAX_CONTEXT_ACCOUNTS),
+  };
+}
+
+/**
+ * The paid transaction preflight. RPC requests, main path: eth_simulateV1 and debug_traceCall in
+ * parallel, then in parallel at most eth_getLogs (the poisoning check, only with a sender and a
+ * recipient) and one eth_call (metadata of tokens first seen in the simulation): at most 4 in
+ * 2 rounds. A node known to lack eth_simulateV1: debug_traceCall, eth_call and the context
+ * eth_call, then the same second round (4 in the usual case, 5 when both second-round reads are
+ * needed; the first report that discovers the missing method makes 2 more in a middle round).
+ * Transport failures are AppError upstream_unavailable (502, nothing charged).
+ */
+export async function transactionPreflight(chain: ChainClient, input: PreflightInput, now: Date, opts: PreflightOptions = {}): Promise<PreflightReport> {
+  const to = getAddress(input.to);
+  const senderProvided = input.from !== undefined;
+  const from = input.from ? getAddress(input.from) : getAddress(`0x${randomBytes(20).toString('hex')}`);
+  const value = BigInt(input.valueWei ?? '0');
+  const data = (input.data ?? '0x').toLowerCase() as Hex;
+  const decoded = decodeCalldata(to, data, from);
+  const targets = contextTargets(to, decoded);
+  const risk = opts.tokenRisk ? opts.tokenRisk(to).catch(() => null) : Promise.resolve(null);
+
+  const sim = await upstream(() => simulate(chain, { from, to, value, data }, senderProvided ? {} : fundFresh(from), targets, now.getTime()));
+  const ctx: Context = sim.context ?? { blockNumber: null, accounts: new Map(), tokens: new Map() };
+  const tokens = new Map<string, TokenMeta>([...Object.entries(STATIC_TOKENS), ...ctx.tokens]);
+  const movements = movementsOf(sim.logs, sim.nativeTransfers);
+
+  const unseen = [...new Set(movements.filter((m) => m.standard !== 'native' && !tokens.has(m.token.toLowerCase())).map((m) => m.token))].slice(0, MAX_CONTEXT_ACCOUNTS);
+  const needPeers = senderProvided && recipientsOf({ tx: { from, to, value, data }, decoded, movements }).length > 0;
+  const lookback = BigInt(opts.poisonLookbackBlocks ?? DEFAULT_POISON_LOOKBACK_BLOCKS);
+  const [more, peers] = await Promise.all([
+    unseen.length > 0 ? readTokens(chain, unseen) : null,
+    needPeers && sim.blockNumber !== null ? recentPayees(chain, from, sim.blockNumber, lookback) : null,
+  ]);
+  for (const [k, v] of more ?? []) tokens.set(k, v);
+
+  const revert =
+    sim.success !== false ? null
+    : sim.failure ? { kind: 'insufficient-funds' as const, reason: sim.failure, selector: null, errorName: null, args: null }
+    : decodeRevert(sim.revertData);
+  const evidence: PreflightEvidence = {
+    tx: { from, to, value, data },
+    senderProvided,
+    decoded,
+    accounts: ctx.accounts,
+    tokens,
+    simulation: { ran: sim.success !== null, success: sim.success, revert, valueRejected: sim.valueRejected, unavailable: sim.unavailable },
+    trace: sim.trace,
+    movements,
+    counterparties: peers ?? null,
+    counterpartiesFailed: needPeers && peers === null,
+    tokenRisk: await risk,
+  };
+  const findings = findingsOf(evidence, now);
+  const dest = ctx.accounts.get(to.toLowerCase());
+  const kind = kindOf(to, ctx.accounts);
+  const meta = tokens.get(to.toLowerCase());
+
+  return {
+    verdict: verdictOf(findings, evidence),
+    destination: {
+      address: to,
+      kind,
+      codeSize: dest?.codeSize ?? null,
+      delegate: dest?.delegate ?? null,
+      knownAs: knownAs(to),
+      ...(meta?.standard ? { tokenInfo: { standard: meta.standard, name: meta.name, symbol: meta.symbol, decimals: meta.decimals, totalSupply: meta.totalSupply?.toString() ?? null } } : {}),
+    },
+    call: decoded.calls.map((c) => ({ path: c.path, target: c.target, selector: c.selector, function: c.function, args: c.args })),
+    simulation: {
+      method: sim.method,
+      sender: from,
+      senderProvided,
+      success: sim.success,
+      revertReason: revert?.reason ?? null,
+      revertData: sim.success === false ? sim.revertData : null,
+      gasUsed: sim.gasUsed === null ? null : Number(sim.gasUsed),
+      assetChanges: assetChanges(movements, tokens),
+      balanceChanges: balanceChanges(movements, tokens),
+      logsDecoded: decodeLogs(sim.logs),
+      blockNumber: sim.blockNumber === null ? null : Number(sim.blockNumber),
+      traced: sim.trace !== null,
+    },
+    findings,
+    inputDigest: preflightInputDigest(input),
+    checkedAt: now.toISOString(),
+    note: PREFLIGHT_NOTE,
+  };
+}
+
+/** Metadata of tokens the simulation revealed (a swap's output, say): one eth_call. Unreadable is unknown, not an error. */
+async function readTokens(chain: ChainClient, tokens: Address[]): Promise<Map<string, TokenMeta>> {
+  const req = { accounts: [], tokens };
+  const call = contextCall(req);
+  const r = await optional(rpc<Hex>(chain, 'eth_call', [{ to: call.to, data: call.data }, 'latest', call.stateOverride]));
+  return r.ok ? decodeContext(req, r.value).tokens : new Map();
+}
+
+/** Addresses `from` sent USDC to (non-zero amounts: zero-value transfers are what poisoners forge). */
+async function recentPayees(chain: ChainClient, from: Address, head: bigint, lookback: bigint): Promise<Address[] | null> {
+  // `head` may be one past the node's latest block (a simulated block): 'latest' keeps the range valid.
+  const start = head > lookback ? head - lookback : 0n;
+  const r = await optional(
+    rpc<{ topics: Hex[]; data: Hex }[]>(chain, 'eth_getLogs', [
+      { address: USDC, topics: [TRANSFER_TOPIC, pad(from.toLowerCase() as Hex)], fromBlock: numberToHex(start), toBlock: 'latest' },
+    ]),
+  );
+  if (!r.ok) return null;
+  const out = new Map<string, Address>();
+  for (const l of r.value) if (l.topics[2] && l.data !== '0x' && BigInt(l.data) > 0n) out.set(l.topics[2].toLowerCase(), topicAddress(l.topics[2]));
+  return [...out.values()];
+}
