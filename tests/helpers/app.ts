@@ -6,6 +6,13 @@ import { ManualClock } from '../../src/platform/clock.js';
 import { createRateLimiter } from '../../src/platform/rate-limit.js';
 import { createTestDatabase, type TestDatabase } from './db.js';
 
+/**
+ * Tests never reach the internet: everything that would talk to Base, a facilitator or a
+ * market-data provider points at a closed loopback port unless the test gives a stand-in.
+ */
+const DEAD = 'http://127.0.0.1:9';
+export const OFFLINE: Partial<Config> = { rpcUrls: [DEAD], facilitatorUrl: DEAD, marketDexscreenerUrl: DEAD, marketGeckoterminalUrl: DEAD };
+
 export interface TestApp {
   app: App;
   database: TestDatabase;
@@ -25,7 +32,7 @@ export interface TestAppOptions {
 
 /** The whole service on a fresh database, driven with inject(); rate limits off unless asked. */
 export async function createTestApp(opts: TestAppOptions = {}): Promise<TestApp> {
-  const config = testConfig({ rateLimits: false, logLevel: 'silent', ...opts.config });
+  const config = testConfig({ rateLimits: false, logLevel: 'silent', ...OFFLINE, ...opts.config });
   const database = opts.database ?? (await createTestDatabase());
   const clock = opts.clock ?? new ManualClock();
   const limiter = createRateLimiter(
@@ -66,7 +73,7 @@ export async function createTestAppWith(
   beforeReady: (app: App) => void | Promise<void>,
   opts: Omit<TestAppOptions, 'database' | 'redis'> = {},
 ): Promise<TestApp> {
-  const config = testConfig({ rateLimits: false, logLevel: 'silent', ...opts.config });
+  const config = testConfig({ rateLimits: false, logLevel: 'silent', ...OFFLINE, ...opts.config });
   const database = await createTestDatabase();
   const clock = opts.clock ?? new ManualClock();
   const limiter = createRateLimiter(config, { keyPrefix: `t${randomBytes(4).toString('hex')}` });

@@ -11,11 +11,14 @@ import { quickCheck, QuickCheckReport } from './quick-check.js';
 import { PaymentProofRequest } from './schemas.js';
 import { tokenRiskReportDef } from '../token-risk/route.js';
 import { transactionPreflightReportDef } from '../preflight/route.js';
+import { createMarketData } from '../../platform/market/failover.js';
 
 /** The paid reports this build serves; later reports add themselves here. */
 export function reportDefinitions(deps: AppDeps, chain: ChainClient): PaidReportDef[] {
+  // Liquidity evidence for token risk: a fresh provider answer, never the preview's stale fallback.
+  const market = deps.market?.data ?? createMarketData(deps.config, deps.clock);
   return [
-    tokenRiskReportDef(chain),
+    tokenRiskReportDef(chain, (address) => market.lookup(address)),
     transactionPreflightReportDef(chain),
     {
       name: 'quickCheck',
