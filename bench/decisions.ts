@@ -1,0 +1,98 @@
+/**
+ * `npm run bench:decisions`: durable protected decisions (issue 3) against the free evaluation,
+ * in one run, each server in its own process, driven by autocannon on 127.0.0.1:
+ *  1. saturation, ROUNDS runs per target alternating: evaluate, decisions on SQLite
+ *     (synchronous=FULL), decisions on PostgreSQL; medians and the ratios to evaluate
+ *     (targets: SQLite >= 0.50, PostgreSQL >= 0.30);
+ *  2. latency at half of each decision target's saturation (target p99 < 10 ms);
+ *  3. history: SQLite decisions at a fixed rate with 10,000 and with 1,000,000 decisions stored
+ *     before (BENCH_HISTORY, default on; target median ratio <= 1.3).
+ * Knobs: BENCH_DURATION (5), BENCH_WARMUP (1), BENCH_ROUNDS (3), BENCH_CONNECTIONS (32),
+ * BENCH_DATABASE_URL (postgres://postgres@127.0.0.1:5432/postgres), BENCH_HISTORY_RATE (200),
+ * BENCH_HISTORY=0 to skip part 3, BENCH_PG=0 to skip PostgreSQL.
+ */
+import { fileURLToPath } from 'node:url';
+import { startTarget, type StartedTarget } from './lib/child.js';
+import { atRate, saturate, smokeCheck, type RunResult } from './lib/load.js';
+import { writeJson } from './lib/report.js';
+import { median, round } from './lib/stats.js';
+
+const env = (name: string, def: number) => (process.env[name] ? Number(process.env[name]) : def);
+const DURATION = env('BENCH_DURATION', 5);
+const WARMUP = env('BENCH_WARMUP', 1);
+const ROUNDS = env('BENCH_ROUNDS', 3);
+const CONNECTIONS = env('BENCH_CONNECTIONS', 32);
+const HISTORY_RATE = env('BENCH_HISTORY_RATE', 200);
+const RESULTS = fileURLToPath(new URL('./results/decisions-latest.json', import.meta.url));
+
+const line = (r: RunResult) =>
+  `  ${r.target.padEnd(18)} ${r.kind}${r.requestedRate ? ` @${r.requestedRate}/s` : ''}: ${r.rps} req/s, p50 ${r.latencyMs.p50} ms, p99 ${r.latencyMs.p99} ms, other CPU ${Math.round((r.otherCpu ?? 0) * 100)}%`;
+
+async function started(name: string, extraEnv: NodeJS.ProcessEnv = {}): Promise<StartedTarget> {
+  const t = await startTarget(name, { env: extraEnv });
+  await smokeCheck(t);
+  console.log(`  started ${name}: ${t.load.description}`);
+  return t;
+}
+
+async function main(): Promise<void> {
+  const names = ['evaluate', 'decisions-sqlite', ...(process.env.BENCH_PG === '0' ? [] : ['decisions-postgres'])];
+  const targets = new Map<string, StartedTarget>();
+  const results: Record<string, unknown> = { date: new Date().toISOString() };
+  try {
+    for (const n of names) targets.set(n, await started(n));
+    console.log('\nsaturation');
+    const sat = new Map<string, RunResult[]>(names.map((n) => [n, []]));
+    for (let r = 0; r < ROUNDS; r++) {
+      for (const n of r % 2 ? [...names].reverse() : names) {
+        const res = await saturate(targets.get(n)!, { connections: CONNECTIONS, durationSec: DURATION, warmupSec: WARMUP });
+        sat.get(n)!.push(res);
+        console.log(line(res));
+      }
+    }
+    const rps = Object.fromEntries(names.map((n) => [n, median(sat.get(n)!.map((r) => r.rps))]));
+    const ratios = Object.fromEntries(names.filter((n) => n !== 'evaluate').map((n) => [n, round(rps[n]! / rps.evaluate!, 3)]));
+
+    console.log('\nlatency at half of saturation');
+    const half: Record<string, { p50: number; p99: number }> = {};
+    for (const n of names.filter((x) => x !== 'evaluate')) {
+      const runs: RunResult[] = [];
+      for (let r = 0; r < ROUNDS; r++) {
+        const res = await atRate(targets.get(n)!, rps[n]! / 2, { connections: 10, durationSec: DURATION, warmupSec: WARMUP });
+        runs.push(res);
+        console.log(line(res));
+      }
+      half[n] = { p50: median(runs.map((r) => r.latencyMs.p50)), p99: median(runs.map((r) => r.latencyMs.p99)) };
+    }
+    for (const t of targets.values()) await t.stop();
+    targets.clear();
+    Object.assign(results, { saturationMedianRps: rps, ratioToEvaluate: ratios, halfSaturation: half });
+
+    if (process.env.BENCH_HISTORY !== '0') {
+      console.log(`\nhistory: SQLite decisions at ${HISTORY_RATE}/s with 10,000 vs 1,000,000 stored decisions`);
+      const medians: Record<string, number> = {};
+      for (const prefill of [10_000, 1_000_000]) {
+        const t = await started('decisions-sqlite', { BENCH_PREFILL: String(prefill), BENCH_POLICIES: '1' });
+        const runs: RunResult[] = [];
+        for (let r = 0; r < ROUNDS; r++) {
+          const res = await atRate(t, HISTORY_RATE, { connections: 4, durationSec: DURATION, warmupSec: WARMUP });
+          runs.push(res);
+          console.log(line(res));
+        }
+        medians[String(prefill)] = median(runs.map((r) => r.latencyMs.p50));
+        await t.stop();
+      }
+      Object.assign(results, { historyMedianMs: medians, historyRatio: round(medians['1000000']! / medians['10000']!, 3) });
+    }
+  } finally {
+    for (const t of targets.values()) await t.stop();
+  }
+  console.log('\nsummary');
+  console.log(JSON.stringify(results, null, 2));
+  writeJson(RESULTS, results);
+}
+
+main().catch((err: unknown) => {
+  console.error(err);
+  process.exit(1);
+});
