@@ -9,6 +9,7 @@ import type { Address } from 'viem';
 import { buildApp, loggerOptions, type App } from '../app.js';
 import { parseConfig, type Config } from '../config.js';
 import { openInfrastructure, type Infrastructure } from '../platform/deps.js';
+import { freePort } from './chain.js';
 import type { Devnet } from './index.js';
 
 /** The devnet account that receives report payments (PAY_TO); pay from any other. */
@@ -54,18 +55,6 @@ function portIsFree(port: number): Promise<boolean> {
   });
 }
 
-function anyFreePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = createServer();
-    srv.unref();
-    srv.once('error', reject);
-    srv.listen(0, '127.0.0.1', () => {
-      const addr = srv.address();
-      const port = typeof addr === 'object' && addr ? addr.port : 0;
-      srv.close(() => (port ? resolve(port) : reject(new Error('could not allocate a port'))));
-    });
-  });
-}
 
 const isAddrInUse = (err: unknown) => (err as { code?: string } | null)?.code === 'EADDRINUSE';
 
@@ -110,7 +99,7 @@ export async function startService(devnet: Devnet, opts: StartServiceOptions = {
 
     // PUBLIC_BASE_URL must name the port before the app is built (catalogue and x402 resource
     // URLs), so the port is chosen first; a port taken in between costs one rebuild.
-    let port = explicitPort || (await portIsFree(PREFERRED_PORT)) ? config.port : await anyFreePort();
+    let port = explicitPort || (await portIsFree(PREFERRED_PORT)) ? config.port : await freePort();
     for (let attempt = 0; ; attempt++) {
       config = configFor(String(port));
       app = await buildApp({
@@ -125,7 +114,7 @@ export async function startService(devnet: Devnet, opts: StartServiceOptions = {
         await app.close().catch(() => {});
         app = undefined;
         if (explicitPort || attempt >= 2 || !isAddrInUse(err)) throw err;
-        port = await anyFreePort();
+        port = await freePort();
       }
     }
 
