@@ -1,5 +1,6 @@
 // Every zoo token through the paid token-risk report, paid with the official x402 client
 // (@x402/fetch) through the devnet's facilitator, exactly as a caller would.
+import { encodeFunctionData, parseAbi } from 'viem';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { decodePaymentRequiredHeader, decodePaymentResponseHeader } from '@x402/core/http';
 import { startDevnet, USDC_ADDRESS, type Devnet, type ZooBehaviour } from '../../src/devnet/index.js';
@@ -101,5 +102,31 @@ describe('POST /api/token-risk (0.25 USDC, official x402 client)', () => {
     const report = await paidReport(devnet.accounts[4]!.address);
     expect(report.verdict).toEqual({ decision: 'BLOCK', level: 'critical', score: 80, confidence: 'high', reasons: ['no_contract_code'] });
     expect(report.token.codePresent).toBe(false);
+  });
+});
+
+describe('a paid token-risk verdict is evidence for later preflights', () => {
+  it('a preflight of a transfer of the honeypot token reports token_risk_block from its bought token risk', async () => {
+    const honeypot = devnet.zoo!.tokens.honeypot;
+    const from = s.devnet.accounts[PAYER]!.address;
+    const transfer = encodeFunctionData({
+      abi: parseAbi(['function transfer(address to, uint256 amount) returns (bool)']),
+      functionName: 'transfer',
+      args: [s.devnet.accounts[3]!.address, 1n],
+    });
+    const preflight = async () => {
+      const res = await s.payingFetch(PAYER)(`${s.url}/api/transaction-preflight`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ chain: 'base', to: honeypot, from, data: transfer }),
+      });
+      expect(res.status).toBe(200);
+      return (await res.json()) as { findings: Array<{ code: string }>; verdict: { decision: string } };
+    };
+    // The honeypot's token risk is bought here (and by the tests above): BLOCK.
+    expect((await paidReport(honeypot)).verdict.decision).toBe('BLOCK');
+    const after = await preflight();
+    expect(after.findings.map((f) => f.code)).toContain('token_risk_block');
+    expect(after.verdict.decision).toBe('BLOCK');
   });
 });
