@@ -3,6 +3,7 @@
  * at saturation in interleaved rounds; reports median req/s and median server CPU µs per request
  * (the robust figure on a shared machine).
  *   npx tsx bench/experiments/ablation.ts [rounds=3] [seconds=3] [config-label ...]
+ * ABLATION_WAIT_QUIET=<s> first waits (at most that long) for a quiet machine.
  * ABLATION_RATE=2000 measures at that fixed rate (10 connections) instead of saturation: the same
  * arrival pattern for every configuration, so CPU µs per request compares costs without the
  * batching differences of saturation (the better figure when the machine is busy).
@@ -11,6 +12,7 @@ import { fileURLToPath } from 'node:url';
 import { startTarget, type StartedTarget } from '../lib/child.js';
 import { atRate, saturate, smokeCheck, type RunResult } from '../lib/load.js';
 import { table, writeJson } from '../lib/report.js';
+import { waitForQuiet } from '../lib/machine.js';
 import { median } from '../lib/stats.js';
 
 const EXP = fileURLToPath(new URL('./server.ts', import.meta.url));
@@ -34,6 +36,9 @@ const ALL: Config[] = [
   variant('fixedtime'),
   variant('norules'),
   variant('defaultjson'),
+  variant('lightcors'),
+  variant('fastmoney'),
+  variant('nolimiter,synchook,lightcors,fastmoney'),
   variant('nocors,nolimiter,synchook,defaultid'),
   variant('nologger,nocors,noswagger,defaultid,noreqidhook,nolimiter'),
   variant('nologger,nocors,noswagger,defaultid,noreqidhook,nolimiter,norules,fixedtime'),
@@ -45,6 +50,10 @@ const seconds = Number(process.argv[3] ?? 3);
 const only = process.argv.slice(4);
 const configs = only.length ? ALL.filter((c) => only.some((o) => c.label.includes(o)) || c.label === 'bare') : ALL;
 
+if (process.env.ABLATION_WAIT_QUIET) {
+  const busy = await waitForQuiet({ timeoutSec: Number(process.env.ABLATION_WAIT_QUIET), log: console.log });
+  console.log(`  starting with ${busy?.toFixed(2)} cores busy`);
+}
 const started = new Map<Config, StartedTarget>();
 const results = new Map<Config, RunResult[]>(configs.map((c) => [c, []]));
 try {
@@ -53,6 +62,7 @@ try {
     await smokeCheck(t);
     started.set(c, t);
   }
+  for (const c of configs) await saturate(started.get(c)!, { durationSec: 3, warmupSec: 0 }); // JIT warm-up, not counted
   for (let r = 0; r < rounds; r++) {
     const order = r % 2 ? [...configs].reverse() : configs;
     for (const c of order) {

@@ -10,7 +10,8 @@ try {
   await smokeCheck(t);
   for (let i = 0; i < runs; i++) {
     const r = await saturate(t, { durationSec: seconds, warmupSec: 0 });
-    console.log(`  ${name} run ${i + 1}: ${r.rps} req/s, ${r.serverMicrosPerRequest} µs/req, server ${r.serverCpu}, client ${r.clientCpu}, other ${r.otherCpu}`);
+    const mem = await t.cpu();
+    console.log(`  ${name} run ${i + 1}: ${r.rps} req/s, ${r.serverMicrosPerRequest} µs/req, server ${r.serverCpu}, client ${r.clientCpu}, other ${r.otherCpu}, heap ${((mem.heapUsedBytes ?? 0) / 2 ** 20).toFixed(1)} MiB, rss ${((mem.rssBytes ?? 0) / 2 ** 20).toFixed(1)} MiB`);
   }
 } finally {
   await t.stop();

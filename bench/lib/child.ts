@@ -9,6 +9,9 @@ export interface CpuSample {
   userMicros: number;
   systemMicros: number;
   wallMicros: number;
+  /** The server's memory at the same moment. */
+  rssBytes?: number;
+  heapUsedBytes?: number;
 }
 
 export interface StartedTarget {

@@ -27,7 +27,8 @@ export async function serveTarget(label: string, load: () => Promise<{ default: 
     process.on('message', (msg: ParentMessage) => {
       if (msg.type === 'cpu') {
         const cpu = process.cpuUsage();
-        send({ type: 'cpu', id: msg.id, userMicros: cpu.user, systemMicros: cpu.system, wallMicros: Number(process.hrtime.bigint() / 1000n) });
+        const mem = process.memoryUsage();
+        send({ type: 'cpu', id: msg.id, userMicros: cpu.user, systemMicros: cpu.system, wallMicros: Number(process.hrtime.bigint() / 1000n), rssBytes: mem.rss, heapUsedBytes: mem.heapUsed });
       } else if (msg.type === 'stop') {
         void close();
       }
