@@ -145,6 +145,7 @@ export function parseConfig(source: Record<string, string | undefined> = process
   for (const entry of trustProxy) {
     if (!isProxyAddress(entry)) problems.push(`TRUST_PROXY: ${JSON.stringify(entry)} is not an IP address, CIDR range, loopback, linklocal or uniquelocal`);
   }
+  if (!env.CDP_API_KEY_ID !== !env.CDP_API_KEY_SECRET) problems.push('CDP_API_KEY_ID and CDP_API_KEY_SECRET: set both or neither');
   if (problems.length) throw new ConfigError(`invalid configuration: ${problems.join('; ')}`);
 
   return {

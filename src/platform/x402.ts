@@ -10,6 +10,7 @@ import { decodePaymentSignatureHeader } from '@x402/core/http';
 import { FacilitatorResponseError, SettleError, type PaymentPayload, type PaymentRequirements } from '@x402/core/types';
 import { ExactEvmScheme } from '@x402/evm/exact/server';
 import { bazaarResourceServerExtension, declareDiscoveryExtension } from '@x402/extensions/bazaar';
+import { createCdpAuthHeaders } from '@coinbase/x402';
 import type { TSchema } from 'typebox';
 import type { Config } from '../config.js';
 import { AppError } from './errors.js';
@@ -80,7 +81,13 @@ export class PaymentGateway {
     private readonly config: Config,
     routes: PaidRouteSpec[],
   ) {
-    const facilitator = new SettleUncertaintyAwareFacilitator({ url: config.facilitatorUrl, timeoutMs: config.facilitatorTimeoutMs });
+    const facilitator = new SettleUncertaintyAwareFacilitator({
+      url: config.facilitatorUrl,
+      timeoutMs: config.facilitatorTimeoutMs,
+      // Coinbase's hosted facilitator wants a short-lived JWT signed with the CDP API key on every
+      // call; its own package builds them, so no key handling is written here.
+      ...(config.cdpApiKeyId && config.cdpApiKeySecret ? { createAuthHeaders: createCdpAuthHeaders(config.cdpApiKeyId, config.cdpApiKeySecret) } : {}),
+    });
     const server = new x402ResourceServer(facilitator).register(NETWORK, new ExactEvmScheme());
     server.registerExtension(bazaarResourceServerExtension);
     const table: Record<string, RouteConfig> = {};
