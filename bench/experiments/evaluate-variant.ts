@@ -18,6 +18,9 @@
  *   lightcors    instead of @fastify/cors, one callback onRequest hook that adds the CORS
  *                headers only when the request has an Origin (preflights not handled: cost only)
  *   fastmoney    a parseUsdc that computes amounts below 10^9 USDC with exact Number arithmetic
+ *   noredact     pino without the redact paths (the service's logs never serialize headers anyway)
+ *   norequestlog Fastify's disableRequestLogging: no "incoming request"/"request completed" lines
+ *                (the logger and its per-request child stay)
  *
  * Only the evaluate route is registered: the other feature plugins are encapsulated and add no
  * hook that runs for it. With no flag it must cost what the real target costs (check that first).
@@ -45,7 +48,7 @@ import { problems } from '../../src/platform/schemas.js';
 import { EVALUATE_BODY } from '../targets/evaluate.js';
 import { injectWith, type RunningTarget, type TargetModule } from '../lib/types.js';
 
-export const VARIANT_FLAGS = ['nologger', 'nocors', 'noswagger', 'defaultid', 'synchook', 'noreqidhook', 'nolimiter', 'noresponse', 'firsterror', 'fixedtime', 'norules', 'defaultjson', 'lightcors', 'fastmoney'] as const;
+export const VARIANT_FLAGS = ['nologger', 'nocors', 'noswagger', 'defaultid', 'synchook', 'noreqidhook', 'nolimiter', 'noresponse', 'firsterror', 'fixedtime', 'norules', 'defaultjson', 'lightcors', 'fastmoney', 'norequestlog', 'noredact'] as const;
 
 export function parseFlags(text: string): Set<string> {
   const flags = new Set(text.split(',').map((s) => s.trim()).filter(Boolean));
@@ -101,8 +104,14 @@ export async function buildVariant(flags: ReadonlySet<string>, deps: AppDeps): P
   const on = (f: string) => flags.has(f);
   const parse = on('fastmoney') ? parseUsdcFast : parseUsdc;
   const app = Fastify({
-    logger: on('nologger') ? false : { level: deps.config.logLevel, redact: ['req.headers.authorization', 'req.headers["payment-signature"]', 'req.headers["recovery-key"]'] },
+    logger: on('nologger')
+      ? false
+      : {
+          level: process.env.BENCH_LOG_LEVEL ?? deps.config.logLevel,
+          ...(on('noredact') ? {} : { redact: ['req.headers.authorization', 'req.headers["payment-signature"]', 'req.headers["recovery-key"]'] }),
+        },
     ...(on('defaultid') ? {} : { genReqId }),
+    ...(on('norequestlog') ? { disableRequestLogging: true } : {}),
     bodyLimit: BODY_LIMIT,
     trustProxy: false,
     routerOptions: { ignoreTrailingSlash: true },
