@@ -43,6 +43,7 @@ const ALL: Config[] = [
   { label: 'variant (as buildApp), LOG_LEVEL=info to /dev/null', name: 'evaluate-variant', entry: EXP, env: { BENCH_VARIANT: '', BENCH_LOG_LEVEL: 'info' }, quiet: true },
   { label: 'variant norequestlog, LOG_LEVEL=info to /dev/null', name: 'evaluate-variant', entry: EXP, env: { BENCH_VARIANT: 'norequestlog', BENCH_LOG_LEVEL: 'info' }, quiet: true },
   variant('nolimiter,synchook,lightcors,fastmoney'),
+  variant('nolimiter,synchook,lightcors,fastmoney,nologger'),
   variant('nocors,nolimiter,synchook,defaultid'),
   variant('nologger,nocors,noswagger,defaultid,noreqidhook,nolimiter'),
   variant('nologger,nocors,noswagger,defaultid,noreqidhook,nolimiter,norules,fixedtime'),
