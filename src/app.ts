@@ -1,10 +1,10 @@
-import cors from '@fastify/cors';
 import swagger from '@fastify/swagger';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import Fastify, { type FastifyInstance, type FastifyServerOptions } from 'fastify';
 import type { Config } from './config.js';
 import type { Clock } from './platform/clock.js';
 import type { Database } from './platform/db/database.js';
+import { installCors } from './platform/cors.js';
 import { BODY_LIMIT, genReqId, installErrorHandling, installValidators } from './platform/http.js';
 import { openApiOptions } from './platform/openapi.js';
 import type { RateLimiter } from './platform/rate-limit.js';
@@ -61,12 +61,7 @@ export async function buildApp(deps: AppDeps): Promise<App> {
 
   installValidators(app);
   installErrorHandling(app);
-  await app.register(cors, {
-    origin: true,
-    methods: ['GET', 'POST', 'PUT', 'OPTIONS'],
-    allowedHeaders: ['content-type', 'authorization', 'if-match', 'payment-signature', 'report-id', 'recovery-key'],
-    exposedHeaders: ['payment-required', 'payment-response', 'retry-after', 'x-request-id', 'etag'],
-  });
+  installCors(app);
   await app.register(swagger, openApiOptions(deps.config));
 
   await app.register(healthRoutes, deps);

@@ -4,7 +4,7 @@
  * BENCH_VARIANT (comma-separated flags) switches one thing off or changes it:
  *
  *   nologger     logger:false instead of pino at level silent (no per-request child logger)
- *   nocors       no @fastify/cors
+ *   nocors       no CORS hook (src/platform/cors.ts)
  *   noswagger    no @fastify/swagger
  *   defaultid    Fastify's counter request ids instead of randomUUID
  *   synchook     the x-request-id onRequest hook as a callback hook instead of an async one
@@ -15,7 +15,7 @@
  *   fixedtime    evaluatedAt a constant string (what new Date().toISOString() costs)
  *   norules      skip parseUsdc/evaluatePolicy (constant APPROVE) to see what the rules cost
  *   defaultjson  Fastify's own JSON body parser instead of the service's wrapper around it
- *   lightcors    instead of @fastify/cors, one callback onRequest hook that adds the CORS
+ *   lightcors    instead of installCors (which replaced @fastify/cors), one callback onRequest hook that adds the CORS
  *                headers only when the request has an Origin (preflights not handled: cost only)
  *   fastmoney    a parseUsdc that computes amounts below 10^9 USDC with exact Number arithmetic
  *   noredact     pino without the redact paths (the service's logs never serialize headers anyway)
@@ -28,7 +28,6 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import cors from '@fastify/cors';
 import swagger from '@fastify/swagger';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import Ajv, { type Options } from 'ajv';
@@ -38,6 +37,7 @@ import type { AppDeps } from '../../src/app.js';
 import { testConfig } from '../../src/config.js';
 import { evaluatePolicy } from '../../src/features/spend-policy/rules.js';
 import { EvaluateRequest, EvaluateResponse } from '../../src/features/spend-policy/schemas.js';
+import { installCors } from '../../src/platform/cors.js';
 import { openInfrastructure } from '../../src/platform/deps.js';
 import { BODY_LIMIT, genReqId, installErrorHandling, installValidators as installServiceValidators, sendProblem, toAppError } from '../../src/platform/http.js';
 import { AppError } from '../../src/platform/errors.js';
@@ -138,12 +138,7 @@ export async function buildVariant(flags: ReadonlySet<string>, deps: AppDeps): P
       done();
     });
   } else if (!on('nocors')) {
-    await app.register(cors, {
-      origin: true,
-      methods: ['GET', 'POST', 'PUT', 'OPTIONS'],
-      allowedHeaders: ['content-type', 'authorization', 'if-match', 'payment-signature', 'report-id', 'recovery-key'],
-      exposedHeaders: ['payment-required', 'payment-response', 'retry-after', 'x-request-id', 'etag'],
-    });
+    installCors(app);
   }
   if (!on('noswagger')) await app.register(swagger, openApiOptions(deps.config));
 

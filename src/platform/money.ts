@@ -23,14 +23,42 @@ export function isAmount(s: unknown): s is string {
   return typeof s === 'string' && AMOUNT_RE.test(s);
 }
 
-/** Parses a decimal USDC string into micro-USDC. Throws RangeError on anything but a plain amount. */
+/**
+ * Parses a decimal USDC string into micro-USDC. Throws RangeError on anything but a plain amount
+ * (exactly what AMOUNT_PATTERN accepts).
+ *
+ * One pass over the characters instead of the pattern plus split and two string-to-BigInt
+ * conversions: every request of the free evaluation parses four amounts, and this is several
+ * times cheaper. It stays exact: at most 12 integer digits (< 10^12) and 6 fractional digits
+ * (< 10^6) are integers far below 2^53, so the Number arithmetic never rounds, and the scaling
+ * to micro-USDC happens in bigint.
+ */
 export function parseUsdc(s: string): bigint {
-  if (!isAmount(s)) {
-    // JSON.stringify would itself throw (a TypeError) on a bigint; describe non-strings by type.
-    throw new RangeError(`not a USDC amount: ${typeof s === 'string' ? JSON.stringify(s) : typeof s}`);
+  if (typeof s === 'string') {
+    const n = s.length;
+    let i = 0;
+    let whole = 0;
+    for (; i < n && i < 13; i++) {
+      const d = s.charCodeAt(i) - 48;
+      if (d < 0 || d > 9) break;
+      whole = whole * 10 + d;
+    }
+    if (i >= 1 && i <= 12) {
+      if (i === n) return BigInt(whole) * SCALE;
+      if (s.charCodeAt(i) === 46 /* . */ && n - i - 1 >= 1 && n - i - 1 <= USDC_DECIMALS) {
+        let frac = 0;
+        let j = i + 1;
+        for (; j < n; j++) {
+          const d = s.charCodeAt(j) - 48;
+          if (d < 0 || d > 9) break;
+          frac = frac * 10 + d;
+        }
+        if (j === n) return BigInt(whole) * SCALE + BigInt(frac * 10 ** (USDC_DECIMALS - (n - i - 1)));
+      }
+    }
   }
-  const [whole = '0', frac = ''] = s.split('.');
-  return BigInt(whole) * SCALE + BigInt(frac.padEnd(USDC_DECIMALS, '0'));
+  // JSON.stringify would itself throw (a TypeError) on a bigint; describe non-strings by type.
+  throw new RangeError(`not a USDC amount: ${typeof s === 'string' ? JSON.stringify(s) : typeof s}`);
 }
 
 /** Formats micro-USDC as the canonical decimal string: no leading zeros, no trailing fractional zeros. */

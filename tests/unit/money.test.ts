@@ -89,6 +89,26 @@ describe('parseUsdc', () => {
     expect(() => parseUsdc(text)).toThrow(RangeError);
   });
 
+  it('agrees with AMOUNT_PATTERN and exact decimal arithmetic on 20,000 random strings', () => {
+    // A reference built the slow, obvious way: the pattern decides, BigInt of the digits computes.
+    const reference = (t: string): bigint | undefined => {
+      if (!new RegExp(AMOUNT_PATTERN).test(t)) return undefined;
+      const [w = '0', f = ''] = t.split('.');
+      return BigInt(w) * 1_000_000n + BigInt(f.padEnd(6, '0'));
+    };
+    const alphabet = '0123456789999.-+e ';
+    let seed = 42;
+    const next = () => (seed = (seed * 1_103_515_245 + 12_345) % 2 ** 31);
+    for (let k = 0; k < 20_000; k++) {
+      let t = '';
+      const len = next() % 22;
+      for (let c = 0; c < len; c++) t += alphabet[next() % alphabet.length];
+      const want = reference(t);
+      if (want === undefined) expect(() => parseUsdc(t), JSON.stringify(t)).toThrow(RangeError);
+      else expect(parseUsdc(t), JSON.stringify(t)).toBe(want);
+    }
+  });
+
   it('rejects values that are not strings', () => {
     for (const v of [1, 1.5, 1n, null, undefined, {}, ['1']]) {
       expect(isAmount(v)).toBe(false);
