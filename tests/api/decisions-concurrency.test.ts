@@ -63,6 +63,16 @@ describe('no overspend under concurrency', () => {
     const ids = new Set(responses.map((r) => json(r).decision.decisionId));
     expect(responses.every((r) => r.statusCode === 200)).toBe(true);
     expect(ids.size).toBe(1);
+    // Retries inside the batch that made the decision get the receipt it was signing: every
+    // answer carries the one stored receipt.
+    const receipts = new Set(responses.map((r) => JSON.stringify(json(r).receipt)));
+    expect(receipts.size).toBe(1);
+    const stored = await t.app.inject({
+      method: 'GET',
+      url: `/api/spendpolicy/decisions/${[...ids][0]}`,
+      headers: { authorization: `Bearer ${p.agentKey}` },
+    });
+    expect(JSON.stringify(json(stored).receipt)).toBe([...receipts][0]);
     // 43 left: a 10 fits four times, the fifth does not.
     const after = await Promise.all([1, 2, 3, 4, 5].map((i) => decide(t, p, `after-${i}`, '10')));
     expect(tally(after)).toMatchObject({ APPROVE: 4, BLOCK: 1 });

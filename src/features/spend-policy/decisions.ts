@@ -3,7 +3,8 @@ import type { Database } from '../../platform/db/database.js';
 import type { DecisionsTable } from '../../platform/db/schema.js';
 import type { ExpressionBuilder, Insertable, Selectable } from 'kysely';
 import type { DB } from '../../platform/db/schema.js';
-import { GroupCommitter } from '../../platform/db/group-commit.js';
+import { GroupCommitter, type AtCommit } from '../../platform/db/group-commit.js';
+import { preparedQuery } from '../../platform/db/prepared.js';
 import type { Tx } from '../../platform/db/tx.js';
 import { digestOf } from '../../platform/canonical.js';
 import { AppError } from '../../platform/errors.js';
@@ -71,7 +72,10 @@ export class DecisionService {
     private readonly approvalTtlSeconds: number,
   ) {
     this.writes = new GroupCommitter(database);
+    this.hot = hotQueries(database);
   }
+
+  private readonly hot: ReturnType<typeof hotQueries>;
 
   /** Every decision and approval commits through here: one durable commit serves a whole batch. */
   readonly writes: GroupCommitter;
@@ -94,8 +98,12 @@ export class DecisionService {
   }
 
   async decide(req: DecisionRequest, key: { kind: 'agent'; hash: string }, now: Date): Promise<DecisionOutcome> {
-    return this.writes.run([req.policyId], (tx) => this.decideIn(tx, req, key, now));
+    const out = await this.writes.run([req.policyId], (tx, atCommit) => this.decideCore(tx, req, key, now, atCommit));
+    return { ...out, receipt: await out.receipt };
   }
+
+  /** Receipts being signed for decisions of the running batch, by decision id. */
+  private readonly signing = new Map<string, Promise<Receipt>>();
 
   /**
    * `decide` inside the caller's write transaction, so that the caller can store more in the
@@ -103,6 +111,23 @@ export class DecisionService {
    * `this.writes.run` (or writeTransaction); the policy is locked here.
    */
   async decideIn(tx: Tx, req: DecisionRequest, key: { kind: 'agent'; hash: string }, now: Date): Promise<DecisionOutcome> {
+    const out = await this.decideCore(tx, req, key, now);
+    return { ...out, receipt: await out.receipt };
+  }
+
+  /**
+   * With `atCommit` (the batch's hook), the receipt is signed on the thread pool while the rest
+   * of the batch runs, and stored just before the commit: the decision row is written first with
+   * an empty receipt, so that a repeat of its requestId later in the same batch still finds it.
+   * The receipt promise then resolves before the batch commits.
+   */
+  private async decideCore(
+    tx: Tx,
+    req: DecisionRequest,
+    key: { kind: 'agent'; hash: string },
+    now: Date,
+    atCommit?: AtCommit,
+  ): Promise<Omit<DecisionOutcome, 'receipt'> & { receipt: Receipt | Promise<Receipt> }> {
     const amount = parseUsdc(req.amount);
     const digest = requestDigest({ agentId: req.agentId, recipient: req.recipient, amount });
     const day = utcDay(now);
@@ -114,6 +139,9 @@ export class DecisionService {
       if (existing.request_digest !== digest) {
         throw new AppError('request_id_conflict', 'this requestId was already used with different content');
       }
+      // Decided earlier in this very batch: its receipt is still being signed.
+      const pending = existing.receipt === '' ? this.signing.get(existing.id) : undefined;
+      if (pending) return { decision: toDecision(existing, now), receipt: pending, replayed: true };
       return { ...this.stored(existing, now), replayed: true };
     }
 
@@ -148,11 +176,27 @@ export class DecisionService {
       receipt: '',
     };
     const decision = toDecision(row, now);
-    const receipt = this.receiptFor(decision, now);
-    row.receipt = JSON.stringify(receipt);
-    await tx.insertInto('decisions').values(row).execute();
+    // The signature is computed off the event loop (see ReceiptSigner.signAsync).
+    const signing = this.signer.signAsync('spend-decision', decision.decisionId, decision, now);
+    signing.catch(() => {}); // awaited below; this only keeps an early failure from going unhandled
+    if (!atCommit) {
+      if (result.decision === 'APPROVE') await this.spend(tx, policy.id, day, req.recipient, amount);
+      const receipt = await signing;
+      row.receipt = JSON.stringify(receipt);
+      await this.hot.insertDecision(tx, row);
+      return { decision, receipt, replayed: false };
+    }
+    await this.hot.insertDecision(tx, row);
     if (result.decision === 'APPROVE') await this.spend(tx, policy.id, day, req.recipient, amount);
-    return { decision, receipt, replayed: false };
+    this.signing.set(row.id, signing);
+    atCommit(async (commitTx) => {
+      try {
+        await this.hot.setReceipt(commitTx, { id: row.id, receipt: JSON.stringify(await signing) });
+      } finally {
+        this.signing.delete(row.id);
+      }
+    });
+    return { decision, receipt: signing, replayed: false };
   }
 
   /** An administrator approves a pending HUMAN_APPROVAL; the budget is spent now, if it still allows. */
@@ -255,16 +299,8 @@ export class DecisionService {
    * earlier decision with the same requestId, and today's running totals.
    */
   private async snapshot(tx: Tx, policyId: string, requestId: string, day: string, recipient: string, amount: bigint) {
-    let q = tx
-      .selectFrom('policies')
-      .selectAll('policies')
-      .select((eb) => [
-        eb.selectFrom('decisions').select('decisions.id').where('decisions.policy_id', '=', policyId).where('decisions.request_id', '=', requestId).as('existing_id'),
-        ...this.totalsColumns(eb, policyId, day, recipient, amount),
-      ])
-      .where('policies.id', '=', policyId);
-    if (this.database.dialect === 'postgres') q = q.forUpdate();
-    const row = await q.executeTakeFirst();
+    const { rows } = await this.hot.snapshot(tx, { policyId, requestId, day, recipient: recipient.toLowerCase(), amount });
+    const row = rows[0];
     if (!row) return undefined;
     const { existing_id, spent_micro, repeat_count, ...policy } = row;
     return {
@@ -290,11 +326,8 @@ export class DecisionService {
   }
 
   private async totals(tx: Tx, policyId: string, day: string, recipient: string, amount: bigint): Promise<{ spent: bigint; repeats: number }> {
-    const row = await tx
-      .selectFrom('policies')
-      .select((eb) => this.totalsColumns(eb, policyId, day, recipient, amount))
-      .where('policies.id', '=', policyId)
-      .executeTakeFirst();
+    const { rows } = await this.hot.totals(tx, { policyId, day, recipient: recipient.toLowerCase(), amount });
+    const row = rows[0];
     return {
       spent: row?.spent_micro == null ? 0n : BigInt(row.spent_micro),
       repeats: row?.repeat_count == null ? 0 : Number(row.repeat_count),
@@ -302,17 +335,63 @@ export class DecisionService {
   }
 
   private async spend(tx: Tx, policyId: string, day: string, recipient: string, amount: bigint): Promise<void> {
-    await tx
-      .insertInto('policy_day_spend')
-      .values({ policy_id: policyId, day, spent_micro: amount })
-      .onConflict((oc) => oc.columns(['policy_id', 'day']).doUpdateSet({ spent_micro: sql`policy_day_spend.spent_micro + ${amount}` }))
-      .execute();
-    await tx
-      .insertInto('policy_day_repeats')
-      .values({ policy_id: policyId, day, recipient: recipient.toLowerCase(), amount_micro: amount, count: 1 })
-      .onConflict((oc) =>
-        oc.columns(['policy_id', 'day', 'recipient', 'amount_micro']).doUpdateSet({ count: sql`policy_day_repeats.count + 1` }),
-      )
-      .execute();
+    const args = { policyId, day, recipient: recipient.toLowerCase(), amount };
+    await this.hot.addSpend(tx, args);
+    await this.hot.addRepeat(tx, args);
   }
+}
+
+const DECISION_COLUMNS = [
+  'id', 'policy_id', 'request_id', 'agent_id', 'recipient', 'amount_micro', 'request_digest', 'decision', 'reasons',
+  'policy_revision', 'day', 'approval_status', 'approval_expires_at', 'approved_at', 'approval_note', 'created_at', 'receipt',
+] as const satisfies ReadonlyArray<keyof DecisionRow>;
+
+/**
+ * The queries every decision runs, compiled once (see preparedQuery): building them with Kysely
+ * on every request cost more than running them.
+ */
+function hotQueries(database: Database) {
+  const { db } = database;
+  const totalsColumns = (eb: ExpressionBuilder<DB, 'policies'>, p: Record<'policyId' | 'day' | 'recipient' | 'amount', never>) =>
+    [
+      eb.selectFrom('policy_day_spend').select('spent_micro').where('policy_day_spend.policy_id', '=', p.policyId).where('policy_day_spend.day', '=', p.day).as('spent_micro'),
+      eb
+        .selectFrom('policy_day_repeats')
+        .select('policy_day_repeats.count')
+        .where('policy_day_repeats.policy_id', '=', p.policyId)
+        .where('policy_day_repeats.day', '=', p.day)
+        .where('policy_day_repeats.recipient', '=', p.recipient)
+        .where('policy_day_repeats.amount_micro', '=', p.amount)
+        .as('repeat_count'),
+    ] as const;
+  return {
+    totals: preparedQuery(['policyId', 'day', 'recipient', 'amount'], (p) =>
+      db.selectFrom('policies').select((eb) => totalsColumns(eb, p)).where('policies.id', '=', p.policyId),
+    ),
+    snapshot: preparedQuery(['policyId', 'requestId', 'day', 'recipient', 'amount'], (p) => {
+      const q = db
+        .selectFrom('policies')
+        .selectAll('policies')
+        .select((eb) => [
+          eb.selectFrom('decisions').select('decisions.id').where('decisions.policy_id', '=', p.policyId).where('decisions.request_id', '=', p.requestId).as('existing_id'),
+          ...totalsColumns(eb, p),
+        ])
+        .where('policies.id', '=', p.policyId);
+      return database.dialect === 'postgres' ? q.forUpdate() : q;
+    }),
+    insertDecision: preparedQuery(DECISION_COLUMNS, (p) => db.insertInto('decisions').values(p)),
+    setReceipt: preparedQuery(['id', 'receipt'], (p) => db.updateTable('decisions').set({ receipt: p.receipt }).where('id', '=', p.id)),
+    addSpend: preparedQuery(['policyId', 'day', 'amount'], (p) =>
+      db
+        .insertInto('policy_day_spend')
+        .values({ policy_id: p.policyId, day: p.day, spent_micro: p.amount })
+        .onConflict((oc) => oc.columns(['policy_id', 'day']).doUpdateSet({ spent_micro: sql`policy_day_spend.spent_micro + ${p.amount}` })),
+    ),
+    addRepeat: preparedQuery(['policyId', 'day', 'recipient', 'amount'], (p) =>
+      db
+        .insertInto('policy_day_repeats')
+        .values({ policy_id: p.policyId, day: p.day, recipient: p.recipient, amount_micro: p.amount, count: 1 })
+        .onConflict((oc) => oc.columns(['policy_id', 'day', 'recipient', 'amount_micro']).doUpdateSet({ count: sql`policy_day_repeats.count + 1` })),
+    ),
+  };
 }
