@@ -98,7 +98,12 @@ export class DecisionService {
   }
 
   async decide(req: DecisionRequest, key: { kind: 'agent'; hash: string }, now: Date): Promise<DecisionOutcome> {
-    const out = await this.writes.run([req.policyId], (tx, atCommit) => this.decideCore(tx, req, key, now, atCommit));
+    // SQLite runs a batch without waiting on anything, so signatures overlap only when they are
+    // stored at commit; on PostgreSQL each decision's signature overlaps its own round trips,
+    // and storing receipts at commit would cost one more round trip per decision.
+    const out = await this.writes.run([req.policyId], (tx, atCommit) =>
+      this.decideCore(tx, req, key, now, this.database.dialect === 'sqlite' ? atCommit : undefined),
+    );
     return { ...out, receipt: await out.receipt };
   }
 

@@ -88,7 +88,7 @@ function openPostgres(url: string, opts: DatabaseOptions): Database {
   });
   // A dropped idle connection must not crash the process; the next query reconnects.
   pool.on('error', () => {});
-  const db = new Kysely<DB>({ dialect: new PostgresDialect({ pool }) });
+  const db = new Kysely<DB>({ dialect: new PostgresDialect({ pool: withNamedStatements(pool) }) });
   return {
     db,
     dialect: 'postgres',
@@ -96,5 +96,41 @@ function openPostgres(url: string, opts: DatabaseOptions): Database {
       await sql`select 1`.execute(db);
     },
     close: () => db.destroy(),
+  };
+}
+
+/** SQL texts of the hot queries (see preparedQuery), by the statement name they get on PostgreSQL. */
+const namedStatements = new Map<string, string>();
+
+/** Marks a query text as hot: on PostgreSQL every connection parses and plans it only once. */
+export function registerHotStatement(text: string): void {
+  if (!namedStatements.has(text)) namedStatements.set(text, `paywarden_${namedStatements.size + 1}`);
+}
+
+type PgQuery = (...args: unknown[]) => unknown;
+const WRAPPED = Symbol('paywarden.namedStatements');
+
+/**
+ * Kysely sends every query unnamed, so PostgreSQL parses and plans it anew each time; for the
+ * few queries every protected decision runs, that was a large part of the server's work. Clients
+ * of this pool send those texts as named prepared statements instead (node-postgres keeps them
+ * per connection); everything else goes through unchanged.
+ */
+function withNamedStatements(pool: pg.Pool) {
+  return {
+    async connect() {
+      const client = await pool.connect();
+      const c = client as unknown as { query: PgQuery; [WRAPPED]?: true };
+      if (!c[WRAPPED]) {
+        const query = c.query.bind(client);
+        c.query = (text: unknown, ...rest: unknown[]) => {
+          const name = typeof text === 'string' ? namedStatements.get(text) : undefined;
+          return name ? query({ name, text, values: rest[0] }) : query(text, ...rest);
+        };
+        c[WRAPPED] = true;
+      }
+      return client;
+    },
+    end: () => pool.end(),
   };
 }

@@ -1,4 +1,5 @@
 import type { Compilable, CompiledQuery, QueryResult } from 'kysely';
+import { registerHotStatement } from './database.js';
 import type { Tx } from './tx.js';
 
 const MARK = '\u0000paywarden-param:';
@@ -10,6 +11,9 @@ const MARK = '\u0000paywarden-param:';
  * so the hot paths compile once: `build` gets named placeholders, stands them where values go,
  * and every run substitutes the values in their compiled positions.
  *
+ * On PostgreSQL the compiled text is also sent as a named prepared statement (see
+ * registerHotStatement), so the server parses and plans it once per connection.
+ *
  * Only for queries whose shape never depends on the values (no `in (...)` lists of varying
  * length): that is checked at compile time, since every placeholder must appear in the SQL
  * parameters exactly where the builder put it.
@@ -20,6 +24,7 @@ export function preparedQuery<N extends string, R>(
 ): (tx: Tx, args: Record<N, unknown>) => Promise<QueryResult<R>> {
   const placeholders = Object.fromEntries(names.map((n) => [n, `${MARK}${n}`])) as unknown as Record<N, never>;
   const compiled: CompiledQuery<R> = build(placeholders).compile();
+  registerHotStatement(compiled.sql);
   type Slot = { kind: 'arg'; name: N } | { kind: 'const'; value: unknown };
   const slots = compiled.parameters.map((v): Slot =>
     typeof v === 'string' && v.startsWith(MARK) ? { kind: 'arg', name: v.slice(MARK.length) as N } : { kind: 'const', value: v },
