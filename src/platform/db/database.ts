@@ -1,10 +1,14 @@
 import { mkdirSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { Worker } from 'node:worker_threads';
 import { dirname, resolve } from 'node:path';
 import SQLite from 'better-sqlite3';
 import { Kysely, PostgresDialect, SqliteDialect, sql } from 'kysely';
 import pg from 'pg';
 import type { DB } from './schema.js';
 import { migrateToLatest } from './migrations.js';
+
+const requireHere = createRequire(import.meta.url);
 
 export type Dialect = 'sqlite' | 'postgres';
 
@@ -47,6 +51,7 @@ function openSqlite(url: string): Database {
   sqlite.pragma('foreign_keys = ON');
   // Money columns hold micro-USDC; reading them as JavaScript numbers would lose precision.
   sqlite.defaultSafeIntegers(true);
+  const checkpointer = file === ':memory:' ? undefined : startCheckpointer(sqlite, file);
   const db = new Kysely<DB>({ dialect: new SqliteDialect({ database: withStatementCache(sqlite) }) });
   return {
     db,
@@ -54,7 +59,54 @@ function openSqlite(url: string): Database {
     ping: async () => {
       await sql`select 1`.execute(db);
     },
-    close: () => db.destroy(),
+    close: async () => {
+      await checkpointer?.stop();
+      await db.destroy();
+    },
+  };
+}
+
+/** How often the background checkpointer copies the WAL into the database file. */
+const CHECKPOINT_INTERVAL_MS = 500;
+/** Pages in the WAL after which the serving connection checkpoints itself (a safety net). */
+const FALLBACK_AUTOCHECKPOINT_PAGES = 20_000;
+
+/**
+ * WAL checkpoints off the event loop. better-sqlite3 is synchronous, and SQLite's automatic
+ * checkpoint runs inside the commit that crosses 1,000 WAL pages: it copies the pages into the
+ * database file and fsyncs it, stalling every request for several milliseconds (the tail of the
+ * protected-decision latency). A worker thread with its own connection runs PASSIVE checkpoints
+ * instead, which never block the writer; the serving connection checkpoints itself only if the
+ * WAL grows far beyond that (the worker stopped or fell behind).
+ */
+function startCheckpointer(sqlite: SQLite.Database, file: string): { stop(): Promise<void> } {
+  sqlite.pragma(`wal_autocheckpoint = ${FALLBACK_AUTOCHECKPOINT_PAGES}`);
+  const worker = new Worker(
+    `const { parentPort, workerData } = require('node:worker_threads');
+     const Database = require(workerData.driver);
+     const db = new Database(workerData.file);
+     const timer = setInterval(() => {
+       try { db.pragma('wal_checkpoint(PASSIVE)'); } catch { /* busy: the next round catches up */ }
+     }, workerData.intervalMs);
+     parentPort.once('message', () => { clearInterval(timer); db.close(); parentPort.close(); });`,
+    { eval: true, workerData: { driver: requireHere.resolve('better-sqlite3'), file: resolve(file), intervalMs: CHECKPOINT_INTERVAL_MS } },
+  );
+  worker.unref();
+  // Losing the worker only brings back the slower in-line checkpoints; it never loses data.
+  worker.on('error', () => {
+    try {
+      sqlite.pragma('wal_autocheckpoint = 1000');
+    } catch {
+      /* already closed */
+    }
+  });
+  return {
+    async stop() {
+      const exited = new Promise<void>((done) => worker.once('exit', () => done()));
+      worker.postMessage('stop');
+      await Promise.race([exited, new Promise<void>((done) => setTimeout(done, 2000).unref())]);
+      await worker.terminate();
+    },
   };
 }
 
