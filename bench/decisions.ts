@@ -4,7 +4,9 @@
  *  1. saturation, ROUNDS runs per target alternating: evaluate, decisions on SQLite
  *     (synchronous=FULL), decisions on PostgreSQL; medians and the ratios to evaluate
  *     (targets: SQLite >= 0.50, PostgreSQL >= 0.30);
- *  2. latency at half of each decision target's saturation (target p99 < 10 ms);
+ *  2. latency at half of each decision target's saturation (target p99 < 10 ms), with requests
+ *     evenly paced at that rate (bench/lib/load.ts `paced`: open loop, latency counted from when
+ *     each request was due);
  *  3. history: SQLite decisions at a fixed rate with 10,000 and with 1,000,000 decisions stored
  *     before (BENCH_HISTORY, default on; target median ratio <= 1.3).
  * Knobs: BENCH_DURATION (5), BENCH_WARMUP (1), BENCH_ROUNDS (3), BENCH_CONNECTIONS (32),
@@ -13,7 +15,7 @@
  */
 import { fileURLToPath } from 'node:url';
 import { startTarget, type StartedTarget } from './lib/child.js';
-import { atRate, saturate, smokeCheck, type RunResult } from './lib/load.js';
+import { paced, saturate, smokeCheck, type RunResult } from './lib/load.js';
 import { writeJson } from './lib/report.js';
 import { median, round } from './lib/stats.js';
 
@@ -58,7 +60,7 @@ async function main(): Promise<void> {
     for (const n of names.filter((x) => x !== 'evaluate')) {
       const runs: RunResult[] = [];
       for (let r = 0; r < ROUNDS; r++) {
-        const res = await atRate(targets.get(n)!, rps[n]! / 2, { connections: 10, durationSec: DURATION, warmupSec: WARMUP });
+        const res = await paced(targets.get(n)!, rps[n]! / 2, { connections: 10, durationSec: DURATION, warmupSec: WARMUP });
         runs.push(res);
         console.log(line(res));
       }
@@ -75,7 +77,7 @@ async function main(): Promise<void> {
         const t = await started('decisions-sqlite', { BENCH_PREFILL: String(prefill), BENCH_POLICIES: '1' });
         const runs: RunResult[] = [];
         for (let r = 0; r < ROUNDS; r++) {
-          const res = await atRate(t, HISTORY_RATE, { connections: 4, durationSec: DURATION, warmupSec: WARMUP });
+          const res = await paced(t, HISTORY_RATE, { connections: 4, durationSec: DURATION, warmupSec: WARMUP });
           runs.push(res);
           console.log(line(res));
         }

@@ -15,7 +15,7 @@ try {
   console.log(`${name} saturation ${sats.join(' / ')} -> median ${m}`);
   for (const c of [1, 2, 4, 8, 16, 32]) {
     const r = await atRate(t, m / 2, { connections: c, durationSec: 4 });
-    console.log(`  conns ${String(c).padStart(2)} @${r.requestedRate}: ${r.rps}/s p50 ${r.latencyMs.p50} p90 ${r.latencyMs.p90} p99 ${r.latencyMs.p99} p99.9 ${r.latencyMs.p999} (ac p99 ${r.autocannonLatencyMs.p99}) server ${r.serverCpu} other ${r.otherCpu}`);
+    console.log(`  conns ${String(c).padStart(2)} @${r.requestedRate}: ${r.rps}/s p50 ${r.latencyMs.p50} p90 ${r.latencyMs.p90} p99 ${r.latencyMs.p99} p99.9 ${r.latencyMs.p999} (ac p99 ${r.autocannonLatencyMs?.p99}) server ${r.serverCpu} other ${r.otherCpu}`);
   }
 } finally {
   await t.stop();

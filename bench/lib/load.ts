@@ -1,5 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { cpus } from 'node:os';
+import { Agent, request as httpRequest } from 'node:http';
+import { performance } from 'node:perf_hooks';
 import autocannon, { type AutocannonOptions, type AutocannonResult } from 'autocannon';
 import type { StartedTarget } from './child.js';
 import { percentileSorted, round } from './stats.js';
@@ -37,8 +39,8 @@ export interface RunResult {
   responses: number;
   /** Exact percentiles (ms) of every response's time, from autocannon's per-response events. */
   latencyMs: LatencySummary;
-  /** autocannon's own figures (ms; its histogram has 1 ms resolution). */
-  autocannonLatencyMs: { p50: number; p99: number };
+  /** autocannon's own figures (ms; its histogram has 1 ms resolution); autocannon runs only. */
+  autocannonLatencyMs?: { p50: number; p99: number };
   statusCodes: Record<string, number>;
   errors: number;
   timeouts: number;
@@ -130,45 +132,43 @@ export async function smokeCheck(target: StartedTarget): Promise<string> {
   return text;
 }
 
-async function measure(
+/** Raw outcome of one measured load run, before the meters are read. */
+interface LoadOutcome {
+  latencies: Float64Array;
+  responses: number;
+  durationSec: number;
+  connections: number;
+  pipelining: number;
+  statusCodes: Record<string, number>;
+  errors: number;
+  timeouts: number;
+  autocannonLatencyMs?: { p50: number; p99: number };
+}
+
+/**
+ * Runs `load` between CPU readings of the server, the load generator and the machine, and
+ * summarizes it: exact latency percentiles, req/s, CPU per request.
+ */
+async function metered(
   target: StartedTarget,
   kind: RunResult['kind'],
-  o: LoadOptions,
-  extra: Partial<AutocannonOptions>,
+  requestedRate: number | undefined,
+  load: () => Promise<LoadOutcome>,
 ): Promise<RunResult> {
-  const opts = { ...baseOptions(target, o), ...extra };
-  if (o.warmupSec > 0) {
-    const warm = await autocannon({ ...opts, duration: o.warmupSec });
-    assertAllExpected(target, warm, `${kind} warm-up`);
-  }
-
-  let latencies = new Float64Array(1 << 16);
-  let n = 0;
   const serverBefore = await target.cpu();
   const systemBefore = systemCpu();
   const clientBefore = process.cpuUsage();
   const wallBefore = process.hrtime.bigint();
-  const instance = autocannon({ ...opts, duration: o.durationSec });
-  instance.on('response', (_client: unknown, _status: number, _bytes: number, ms: number) => {
-    if (n === latencies.length) {
-      const grown = new Float64Array(latencies.length * 2);
-      grown.set(latencies);
-      latencies = grown;
-    }
-    latencies[n++] = ms;
-  });
-  const result = await instance;
+  const out = await load();
   const wallMicros = Number((process.hrtime.bigint() - wallBefore) / 1000n);
   const client = process.cpuUsage(clientBefore);
   const systemAfter = systemCpu();
   const serverAfter = await target.cpu();
-  assertAllExpected(target, result, kind);
 
-  const sorted = latencies.subarray(0, n).sort();
+  const n = out.latencies.length;
+  const sorted = out.latencies.sort();
   let sum = 0;
   for (const v of sorted) sum += v;
-  const expect = String(target.load.expectStatus ?? 200);
-  const responses = result.statusCodeStats[expect]?.count ?? 0;
   const serverMicros = serverAfter.userMicros + serverAfter.systemMicros - serverBefore.userMicros - serverBefore.systemMicros;
   const serverWall = serverAfter.wallMicros - serverBefore.wallMicros;
   const serverCpu = serverMicros / serverWall;
@@ -186,12 +186,12 @@ async function measure(
   return {
     target: target.name,
     kind,
-    connections: result.connections,
-    pipelining: result.pipelining,
-    ...(extra.overallRate ? { requestedRate: extra.overallRate } : {}),
-    durationSec: result.duration,
-    rps: round(responses / result.duration, 0),
-    responses,
+    connections: out.connections,
+    pipelining: out.pipelining,
+    ...(requestedRate ? { requestedRate } : {}),
+    durationSec: out.durationSec,
+    rps: round(out.responses / out.durationSec, 0),
+    responses: out.responses,
     latencyMs: {
       p50: round(percentileSorted(sorted, 50), 3),
       p90: round(percentileSorted(sorted, 90), 3),
@@ -200,15 +200,55 @@ async function measure(
       max: round(sorted[n - 1] ?? NaN, 3),
       mean: round(sum / n, 3),
     },
-    autocannonLatencyMs: { p50: result.latency.p50, p99: result.latency.p99 },
-    statusCodes: Object.fromEntries(Object.entries(result.statusCodeStats).map(([c, { count }]) => [c, count])),
-    errors: result.errors,
-    timeouts: result.timeouts,
+    ...(out.autocannonLatencyMs ? { autocannonLatencyMs: out.autocannonLatencyMs } : {}),
+    statusCodes: out.statusCodes,
+    errors: out.errors,
+    timeouts: out.timeouts,
     serverCpu: round(serverCpu, 2),
     serverMicrosPerRequest: round(serverMicros / Math.max(1, n), 1),
     clientCpu: round(clientCpu, 2),
     ...machine,
   };
+}
+
+async function measure(
+  target: StartedTarget,
+  kind: RunResult['kind'],
+  o: LoadOptions,
+  extra: Partial<AutocannonOptions>,
+): Promise<RunResult> {
+  const opts = { ...baseOptions(target, o), ...extra };
+  if (o.warmupSec > 0) {
+    const warm = await autocannon({ ...opts, duration: o.warmupSec });
+    assertAllExpected(target, warm, `${kind} warm-up`);
+  }
+  return metered(target, kind, extra.overallRate, async () => {
+    let latencies = new Float64Array(1 << 16);
+    let n = 0;
+    const instance = autocannon({ ...opts, duration: o.durationSec });
+    instance.on('response', (_client: unknown, _status: number, _bytes: number, ms: number) => {
+      if (n === latencies.length) {
+        const grown = new Float64Array(latencies.length * 2);
+        grown.set(latencies);
+        latencies = grown;
+      }
+      latencies[n++] = ms;
+    });
+    const result = await instance;
+    assertAllExpected(target, result, kind);
+    const expect = String(target.load.expectStatus ?? 200);
+    return {
+      latencies: latencies.subarray(0, n),
+      responses: result.statusCodeStats[expect]?.count ?? 0,
+      durationSec: result.duration,
+      connections: result.connections,
+      pipelining: result.pipelining,
+      statusCodes: Object.fromEntries(Object.entries(result.statusCodeStats).map(([c, { count }]) => [c, count])),
+      errors: result.errors,
+      timeouts: result.timeouts,
+      autocannonLatencyMs: { p50: result.latency.p50, p99: result.latency.p99 },
+    };
+  });
 }
 
 /** Closed-loop saturation: `connections` connections each with `pipelining` requests in flight. */
@@ -224,4 +264,104 @@ export function saturate(target: StartedTarget, o: Partial<LoadOptions> = {}): P
  */
 export function atRate(target: StartedTarget, rate: number, o: Partial<LoadOptions> = {}): Promise<RunResult> {
   return measure(target, 'rate', { ...SATURATION_DEFAULTS, ...o }, { overallRate: Math.max(1, Math.round(rate)) });
+}
+
+/**
+ * Open-loop load at a steady `rate`: request i is due at start + i/rate, whatever happened to the
+ * earlier ones, over at most `connections` keep-alive connections, and its latency counts from
+ * when it was due (so a stalled server is charged for the requests it kept waiting: no
+ * coordinated omission). This is what "latency at half of saturation" means for a server that
+ * gets independent requests. autocannon's overallRate is not: each connection sends its share of
+ * the second back to back and then waits for the next second, so its "half rate" runs measure
+ * saturated bursts.
+ */
+export function paced(target: StartedTarget, rate: number, o: Partial<LoadOptions> = {}): Promise<RunResult> {
+  const opts = { ...SATURATION_DEFAULTS, connections: 10, ...o };
+  const url = new URL(target.origin);
+  const agent = new Agent({ keepAlive: true, maxSockets: opts.connections });
+  const reqs = target.load.requests;
+  const expect = target.load.expectStatus ?? 200;
+  let seq = 0;
+  const runTag = Math.random().toString(36).slice(2, 8);
+
+  function once(i: number): Promise<number> {
+    const r = reqs[i % reqs.length]!;
+    const body = r.body === undefined ? undefined : target.load.idReplacement ? r.body.replaceAll('[<id>]', `${runTag}-${seq++}`) : r.body;
+    return new Promise((resolve, reject) => {
+      const req = httpRequest(
+        { host: url.hostname, port: url.port, path: r.path, method: r.method, headers: { ...r.headers, ...(body !== undefined ? { 'content-length': Buffer.byteLength(body) } : {}) }, agent },
+        (res) => {
+          res.resume();
+          res.on('end', () => resolve(res.statusCode ?? 0));
+          res.on('error', reject);
+        },
+      );
+      req.setTimeout(10_000, () => req.destroy(new Error('timeout')));
+      req.on('error', reject);
+      req.end(body);
+    });
+  }
+
+  async function run(seconds: number, record: boolean) {
+    const total = Math.max(1, Math.round(rate * seconds));
+    const interval = 1000 / rate;
+    const latencies = new Float64Array(record ? total : 0);
+    const statusCodes: Record<string, number> = {};
+    let errors = 0;
+    let done = 0;
+    let sent = 0;
+    const t0 = performance.now();
+    await new Promise<void>((resolve) => {
+      const finishOne = () => {
+        if (++done === total) resolve();
+      };
+      const tick = () => {
+        const due = Math.min(total, Math.floor((performance.now() - t0) / interval) + 1);
+        while (sent < due) {
+          const i = sent++;
+          const dueAt = t0 + i * interval;
+          once(i).then(
+            (status) => {
+              if (record) latencies[i] = performance.now() - dueAt;
+              statusCodes[status] = (statusCodes[status] ?? 0) + 1;
+              finishOne();
+            },
+            () => {
+              errors++;
+              finishOne();
+            },
+          );
+        }
+        if (sent < total) setTimeout(tick, Math.max(0, t0 + sent * interval - performance.now()));
+      };
+      tick();
+    });
+    const unexpected = Object.entries(statusCodes).filter(([c]) => Number(c) !== expect);
+    if (unexpected.length || errors) {
+      throw new BenchmarkFailure(`${target.name} paced run: every response must be ${expect}, but: ${unexpected.map(([c, n]) => `${c}×${n}`).join(', ')}${errors ? ` errors=${errors}` : ''}`);
+    }
+    return { latencies, statusCodes, responses: statusCodes[expect] ?? 0, total };
+  }
+
+  const requestedRate = Math.max(1, Math.round(rate));
+  return (async () => {
+    try {
+      if (opts.warmupSec > 0) await run(opts.warmupSec, false);
+      return await metered(target, 'rate', requestedRate, async () => {
+        const r = await run(opts.durationSec, true);
+        return {
+          latencies: r.latencies,
+          responses: r.responses,
+          durationSec: opts.durationSec,
+          connections: opts.connections,
+          pipelining: 1,
+          statusCodes: r.statusCodes,
+          errors: 0,
+          timeouts: 0,
+        };
+      });
+    } finally {
+      agent.destroy();
+    }
+  })();
 }
