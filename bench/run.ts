@@ -7,12 +7,17 @@
  * each in its own child process, driven by autocannon from this process on 127.0.0.1:
  *  1. saturation throughput, 3 runs per target, alternating targets (A B, B A, A B), each run a
  *     1 s warm-up then 5 s measured, 32 connections, pipelining 1; the median of the 3 counts;
- *  2. latency at half of saturation: requests evenly paced at median/2 for each target (open
- *     loop: request i is due at start + i/rate, over at most 10 keep-alive connections, and its
- *     latency counts from when it was due, so a stalled server is charged for the wait), 3 runs
- *     each, alternating; the median p50/p99 counts. (autocannon's overallRate is not used here:
- *     each of its connections sends its share of the second back to back and then waits, so its
- *     "half rate" measured saturated bursts.)
+ *  2. latency at half of saturation: autocannon overallRate = median/2 for each target, 3 runs
+ *     each, alternating; the median p50/p99 counts. autocannon paces per second (each connection
+ *     sends its share of the second back to back, then waits), so during a burst as many requests
+ *     are in flight as there are connections, and the measured latency grows with the connection
+ *     count. The rate runs use 10 connections (autocannon's default): closed-loop latency at
+ *     concurrency c is about c service times, and the p99 of an open-loop (M/M/1) server at 50%
+ *     load is ln(100)/(1-0.5) = 9.2 service times, so 10 connections approximate it. 32
+ *     connections would measure the latency of saturated bursts instead. (bench:decisions paces
+ *     its half-saturation runs evenly with bench/lib/load.ts `paced` instead; a Node HTTP client
+ *     cannot send 10,000+ evenly paced requests per second here, so this benchmark keeps
+ *     autocannon's bursts, which are the harsher test.)
  * Every response must have the expected status (2xx); anything else fails the run loudly.
  * Prints a table and writes bench/results/foundation-latest.json.
  *
@@ -26,7 +31,7 @@ import { execFileSync } from 'node:child_process';
 import { cpus } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { startTarget, type StartedTarget } from './lib/child.js';
-import { BenchmarkFailure, paced, saturate, smokeCheck, type RunResult } from './lib/load.js';
+import { atRate, BenchmarkFailure, saturate, smokeCheck, type RunResult } from './lib/load.js';
 import { busyCores, waitForQuiet } from './lib/machine.js';
 import { table, writeJson } from './lib/report.js';
 import { median, round } from './lib/stats.js';
@@ -111,11 +116,11 @@ async function main(): Promise<void> {
     }
     const medianRps = new Map(names.map((n) => [n, median(saturation.get(n)!.map((r) => r.rps))]));
 
-    console.log('\nlatency at half of saturation (evenly paced, open loop)');
+    console.log('\nlatency at half of saturation (autocannon overallRate)');
     const rate = new Map<TargetName, RunResult[]>(names.map((n) => [n, []]));
     for (let r = 0; r < ROUNDS; r++) {
       for (const name of alternating(names, r)) {
-        const res = await paced(get(name), medianRps.get(name)! / 2, {
+        const res = await atRate(get(name), medianRps.get(name)! / 2, {
           connections: RATE_CONNECTIONS,
           durationSec: DURATION,
           warmupSec: WARMUP,
