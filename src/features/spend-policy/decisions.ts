@@ -1,7 +1,7 @@
 import { sql } from 'kysely';
 import type { Database } from '../../platform/db/database.js';
 import type { DecisionsTable } from '../../platform/db/schema.js';
-import type { ExpressionBuilder, Insertable, Selectable } from 'kysely';
+import type { ExpressionBuilder, Insertable, QueryCreator, Selectable } from 'kysely';
 import type { DB } from '../../platform/db/schema.js';
 import { GroupCommitter, type AtCommit } from '../../platform/db/group-commit.js';
 import { preparedQuery } from '../../platform/db/prepared.js';
@@ -107,8 +107,11 @@ export class DecisionService {
     return { ...out, receipt: await out.receipt };
   }
 
-  /** Receipts being signed for decisions of the running batch, by decision id. */
-  private readonly signing = new Map<string, Promise<Receipt>>();
+  /**
+   * Receipts still being signed for decisions of a running batch, by decision id, per batch
+   * transaction (a batch that rolls back simply drops its map).
+   */
+  private readonly signing = new WeakMap<Tx, Map<string, Promise<Receipt>>>();
 
   /**
    * `decide` inside the caller's write transaction, so that the caller can store more in the
@@ -145,7 +148,7 @@ export class DecisionService {
         throw new AppError('request_id_conflict', 'this requestId was already used with different content');
       }
       // Decided earlier in this very batch: its receipt is still being signed.
-      const pending = existing.receipt === '' ? this.signing.get(existing.id) : undefined;
+      const pending = existing.receipt === '' ? this.signing.get(tx)?.get(existing.id) : undefined;
       if (pending) return { decision: toDecision(existing, now), receipt: pending, replayed: true };
       return { ...this.stored(existing, now), replayed: true };
     }
@@ -195,13 +198,11 @@ export class DecisionService {
     }
     await this.hot.insertDecision(tx, row);
     if (result.decision === 'APPROVE') await this.spend(tx, policy.id, day, req.recipient, amount);
-    this.signing.set(row.id, signing);
+    let pending = this.signing.get(tx);
+    if (!pending) this.signing.set(tx, (pending = new Map()));
+    pending.set(row.id, signing);
     atCommit(async (commitTx) => {
-      try {
-        await this.hot.setReceipt(commitTx, { id: row.id, receipt: JSON.stringify(await signing) });
-      } finally {
-        this.signing.delete(row.id);
-      }
+      await this.hot.setReceipt(commitTx, { id: row.id, receipt: JSON.stringify(await signing) });
     });
     return { decision, receipt: signing, replayed: false };
   }
@@ -359,6 +360,19 @@ const DECISION_COLUMNS = [
  */
 function hotQueries(database: Database) {
   const { db } = database;
+  type Spend = Record<'policyId' | 'day' | 'recipient' | 'amount', never>;
+  /** Adds `amount` to the policy's spend of the day. */
+  const addSpendTo = (qc: QueryCreator<DB>, p: Omit<Spend, 'recipient'>) =>
+    qc
+      .insertInto('policy_day_spend')
+      .values({ policy_id: p.policyId, day: p.day, spent_micro: p.amount })
+      .onConflict((oc) => oc.columns(['policy_id', 'day']).doUpdateSet({ spent_micro: sql`policy_day_spend.spent_micro + ${p.amount}` }));
+  /** Counts one more spend of this amount to this recipient today. */
+  const addRepeatTo = (qc: QueryCreator<DB>, p: Spend) =>
+    qc
+      .insertInto('policy_day_repeats')
+      .values({ policy_id: p.policyId, day: p.day, recipient: p.recipient, amount_micro: p.amount, count: 1 })
+      .onConflict((oc) => oc.columns(['policy_id', 'day', 'recipient', 'amount_micro']).doUpdateSet({ count: sql`policy_day_repeats.count + 1` }));
   const totalsColumns = (eb: ExpressionBuilder<DB, 'policies'>, p: Record<'policyId' | 'day' | 'recipient' | 'amount', never>) =>
     [
       eb.selectFrom('policy_day_spend').select('spent_micro').where('policy_day_spend.policy_id', '=', p.policyId).where('policy_day_spend.day', '=', p.day).as('spent_micro'),
@@ -393,36 +407,18 @@ function hotQueries(database: Database) {
      */
     insertAndSpend:
       database.dialect === 'postgres'
-        ? preparedQuery([...DECISION_COLUMNS, 'recipient_lower'], (p) =>
-            db
-              .with('spend', (qc) =>
-                qc
-                  .insertInto('policy_day_spend')
-                  .values({ policy_id: p.policy_id, day: p.day, spent_micro: p.amount_micro })
-                  .onConflict((oc) => oc.columns(['policy_id', 'day']).doUpdateSet({ spent_micro: sql`policy_day_spend.spent_micro + ${p.amount_micro}` })),
-              )
-              .with('repeats', (qc) =>
-                qc
-                  .insertInto('policy_day_repeats')
-                  .values({ policy_id: p.policy_id, day: p.day, recipient: p.recipient_lower, amount_micro: p.amount_micro, count: 1 })
-                  .onConflict((oc) => oc.columns(['policy_id', 'day', 'recipient', 'amount_micro']).doUpdateSet({ count: sql`policy_day_repeats.count + 1` })),
-              )
+        ? preparedQuery([...DECISION_COLUMNS, 'recipient_lower'], (p) => {
+            const spend = { policyId: p.policy_id, day: p.day, recipient: p.recipient_lower, amount: p.amount_micro };
+            return db
+              .with('spend', (qc) => addSpendTo(qc, spend))
+              // (the CTE above only widens the creator's table types)
+              .with('repeats', (qc) => addRepeatTo(qc as unknown as QueryCreator<DB>, spend))
               .insertInto('decisions')
-              .values(Object.fromEntries(DECISION_COLUMNS.map((c) => [c, p[c]])) as Record<(typeof DECISION_COLUMNS)[number], never>),
-          )
+              .values(Object.fromEntries(DECISION_COLUMNS.map((c) => [c, p[c]])) as Record<(typeof DECISION_COLUMNS)[number], never>);
+          })
         : undefined,
     setReceipt: preparedQuery(['id', 'receipt'], (p) => db.updateTable('decisions').set({ receipt: p.receipt }).where('id', '=', p.id)),
-    addSpend: preparedQuery(['policyId', 'day', 'amount'], (p) =>
-      db
-        .insertInto('policy_day_spend')
-        .values({ policy_id: p.policyId, day: p.day, spent_micro: p.amount })
-        .onConflict((oc) => oc.columns(['policy_id', 'day']).doUpdateSet({ spent_micro: sql`policy_day_spend.spent_micro + ${p.amount}` })),
-    ),
-    addRepeat: preparedQuery(['policyId', 'day', 'recipient', 'amount'], (p) =>
-      db
-        .insertInto('policy_day_repeats')
-        .values({ policy_id: p.policyId, day: p.day, recipient: p.recipient, amount_micro: p.amount, count: 1 })
-        .onConflict((oc) => oc.columns(['policy_id', 'day', 'recipient', 'amount_micro']).doUpdateSet({ count: sql`policy_day_repeats.count + 1` })),
-    ),
+    addSpend: preparedQuery(['policyId', 'day', 'amount'], (p) => addSpendTo(db, p)),
+    addRepeat: preparedQuery(['policyId', 'day', 'recipient', 'amount'], (p) => addRepeatTo(db, p)),
   };
 }
