@@ -1,41 +1,27 @@
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { ADDR, createTestApp, json, type TestApp } from '../helpers/app.js';
+import { describe, expect, it } from 'vitest';
+import { ADDR, createTestApp, json } from '../helpers/app.js';
 import { expectInvalid, expectProblem } from '../helpers/problems.js';
 import {
   approve,
   bearer,
   createPolicy,
   decide,
+  expectAdminKeyRequired,
   listDecisions,
   putPolicy,
   readDecision,
   rules,
+  START,
   UNKNOWN_DECISION_ID,
+  useSpendPolicyApp,
 } from '../helpers/policies.js';
-
-const START = '2026-01-15T12:00:00.000Z';
-
-type Res = { statusCode: number; headers: Record<string, unknown>; body: string };
-
-function expectAdminKeyRequired(res: Res) {
-  const body = expectProblem(res, 401, 'admin_key_required');
-  expect(body.title).toBe('Admin key required');
-}
+import { suiteFixture } from '../helpers/suite.js';
 
 /** A policy where 20 needs a human and the day allows 50. */
 const budget50 = { dailyBudget: '50', maxPerTransaction: '50', requireHumanAbove: '20', maxRepeats: 10 };
 
 describe('POST /api/spendpolicy/decisions/{decisionId}/approve', () => {
-  let t: TestApp;
-  beforeAll(async () => {
-    t = await createTestApp();
-  });
-  afterAll(async () => {
-    await t.close();
-  });
-  beforeEach(() => {
-    t.clock.set(START);
-  });
+  const t = useSpendPolicyApp();
 
   it('the admin key turns a PENDING decision into ADMIN_APPROVED and spends the budget then', async () => {
     const p = await createPolicy(t, budget50);
@@ -187,13 +173,7 @@ describe('POST /api/spendpolicy/decisions/{decisionId}/approve', () => {
 });
 
 describe('GET /api/spendpolicy/policies/{policyId}/decisions', () => {
-  let t: TestApp;
-  beforeAll(async () => {
-    t = await createTestApp();
-  });
-  afterAll(async () => {
-    await t.close();
-  });
+  const t = suiteFixture(() => createTestApp());
 
   it('status=PENDING lists only open approval requests, newest first, in pages without duplicates', async () => {
     t.clock.set(START);

@@ -1,5 +1,5 @@
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { ADDR, createTestApp, json, type TestApp } from '../helpers/app.js';
+import { describe, expect, it } from 'vitest';
+import { ADDR, createTestApp, json } from '../helpers/app.js';
 import { expectInvalid, expectProblem } from '../helpers/problems.js';
 import {
   AGENT,
@@ -10,13 +10,16 @@ import {
   decisionBody,
   DECISION_ID_RE,
   DECISIONS,
+  expectAgentKeyRequired,
   readDecision,
   rid,
+  START,
   UNKNOWN_DECISION_ID,
   UNKNOWN_POLICY_ID,
+  useSpendPolicyApp,
 } from '../helpers/policies.js';
+import { suiteFixture } from '../helpers/suite.js';
 
-const START = '2026-01-15T12:00:00.000Z';
 const DECISION_FIELDS = [
   'agentId',
   'amount',
@@ -34,24 +37,8 @@ const DECISION_FIELDS = [
   'requestId',
 ].sort();
 
-type Res = { statusCode: number; headers: Record<string, unknown>; body: string };
-
-function expectAgentKeyRequired(res: Res) {
-  const body = expectProblem(res, 401, 'agent_key_required');
-  expect(body.title).toBe('Agent key required');
-}
-
 describe('POST /api/spendpolicy/decisions', () => {
-  let t: TestApp;
-  beforeAll(async () => {
-    t = await createTestApp();
-  });
-  afterAll(async () => {
-    await t.close();
-  });
-  beforeEach(() => {
-    t.clock.set(START);
-  });
+  const t = useSpendPolicyApp();
 
   it('APPROVE: an allowed recipient under every threshold, stored with a receipt', async () => {
     const p = await createPolicy(t);
@@ -266,13 +253,7 @@ describe('POST /api/spendpolicy/decisions', () => {
 });
 
 describe('GET /api/spendpolicy/decisions/{decisionId}', () => {
-  let t: TestApp;
-  beforeAll(async () => {
-    t = await createTestApp();
-  });
-  afterAll(async () => {
-    await t.close();
-  });
+  const t = suiteFixture(() => createTestApp());
 
   it("answers the stored decision and receipt to the policy's admin and agent keys", async () => {
     const p = await createPolicy(t);

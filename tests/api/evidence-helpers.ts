@@ -1,7 +1,10 @@
 import { expect } from 'vitest';
-import { ADDR, json, type TestApp } from '../helpers/app.js';
-import { AGENT, bearer, rid } from '../helpers/policies.js';
+import { ADDR, createTestApp, json, type TestApp } from '../helpers/app.js';
+import { AGENT, bearer, createPolicy, rid, type Created } from '../helpers/policies.js';
+import type { Config } from '../../src/config.js';
+import { startDevnet, type Devnet } from '../../src/devnet/index.js';
 import type { JwksDocument } from '../../src/features/evidence/verify.js';
+import { PolicyStore } from '../../src/features/spend-policy/policies.js';
 
 /** Helpers of the evidence-chain API tests. */
 
@@ -60,3 +63,22 @@ export async function serviceJwks(t: TestApp): Promise<JwksDocument> {
 
 /** A random transaction hash no chain knows. */
 export const randomTxHash = () => `0x${Buffer.from(crypto.getRandomValues(new Uint8Array(32))).toString('hex')}`;
+
+/**
+ * anvil as Base and the service reading it (with `config` on top), and a policy with direct
+ * checks on that lets any recipient through up to 1000 USDC a payment.
+ */
+export async function startEvidenceDevnet(config: Partial<Config> = {}): Promise<{ devnet: Devnet; t: TestApp; p: Created }> {
+  const devnet = await startDevnet();
+  let t: TestApp | undefined;
+  try {
+    t = await createTestApp({ config: { rpcUrls: [devnet.rpcUrl], ...config } });
+    const p = await createPolicy(t, { allowedRecipients: [], blockUnknownRecipients: false, requireHumanAbove: '1000', maxPerTransaction: '1000', dailyBudget: '100000' });
+    await new PolicyStore(t.database).setDirectChecks(p.policyId, true, t.clock.now());
+    return { devnet, t, p };
+  } catch (err) {
+    await t?.close().catch(() => {});
+    await devnet.stop().catch(() => {});
+    throw err;
+  }
+}

@@ -2,14 +2,13 @@
 // PostgreSQL, since which of two different preflights is attached is the database's business.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { encodeFunctionData, type Address } from 'viem';
-import { USDC_ADDRESS, fiatTokenAbi, freePort, startDevnet, type Devnet } from '../../src/devnet/index.js';
+import { USDC_ADDRESS, fiatTokenAbi, freePort, type Devnet } from '../../src/devnet/index.js';
 import { verifyChain } from '../../src/features/evidence/verify.js';
 import { preflightInputDigest } from '../../src/features/preflight/preflight.js';
-import { PolicyStore } from '../../src/features/spend-policy/policies.js';
 import { createTestApp, json, type TestApp } from '../helpers/app.js';
 import { expectProblem } from '../helpers/problems.js';
-import { createPolicy, type Created } from '../helpers/policies.js';
-import { EVIDENCE_ID_RE, attachPreflight, createChain, readChain, readSummary, serviceJwks } from './evidence-helpers.js';
+import type { Created } from '../helpers/policies.js';
+import { EVIDENCE_ID_RE, attachPreflight, createChain, readChain, readSummary, serviceJwks, startEvidenceDevnet } from './evidence-helpers.js';
 
 let devnet: Devnet;
 let t: TestApp;
@@ -27,10 +26,7 @@ const newChain = () => createChain(t, p, { recipient: addr(2), amount: '1.5', ex
 const preflightEvents = async (id: string) => json(await readChain(t, id, p.agentKey)).events.filter((e: any) => e.eventType === 'TRANSACTION_PREFLIGHT_COMPLETED');
 
 beforeAll(async () => {
-  devnet = await startDevnet();
-  t = await createTestApp({ config: { rpcUrls: [devnet.rpcUrl] } });
-  p = await createPolicy(t, { allowedRecipients: [], blockUnknownRecipients: false, requireHumanAbove: '1000', maxPerTransaction: '1000', dailyBudget: '100000' });
-  await new PolicyStore(t.database).setDirectChecks(p.policyId, true, t.clock.now());
+  ({ devnet, t, p } = await startEvidenceDevnet());
 }, 120_000);
 
 afterAll(async () => {

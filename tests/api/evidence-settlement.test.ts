@@ -4,14 +4,13 @@ import { createServer, type AddressInfo, type Socket } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestClient, createWalletClient, http, type Address, type Hash } from 'viem';
 import { privateKeyToAccount } from 'viem/accounts';
-import { USDC_ADDRESS, baseDevnetChain, fiatTokenAbi, freePort, startDevnet, type Devnet } from '../../src/devnet/index.js';
+import { USDC_ADDRESS, baseDevnetChain, fiatTokenAbi, freePort, type Devnet } from '../../src/devnet/index.js';
 import { verifyChain } from '../../src/features/evidence/verify.js';
-import { PolicyStore } from '../../src/features/spend-policy/policies.js';
 import { createChainClient, type ChainClient } from '../../src/platform/chain.js';
 import { createTestApp, json, type TestApp } from '../helpers/app.js';
 import { expectProblem } from '../helpers/problems.js';
-import { createPolicy, type Created } from '../helpers/policies.js';
-import { EVIDENCE_ID_RE, createChain, randomTxHash, readChain, readSummary, serviceJwks, settle } from './evidence-helpers.js';
+import type { Created } from '../helpers/policies.js';
+import { EVIDENCE_ID_RE, createChain, randomTxHash, readChain, readSummary, serviceJwks, startEvidenceDevnet, settle } from './evidence-helpers.js';
 
 let devnet: Devnet;
 let chain: ChainClient;
@@ -39,11 +38,8 @@ const settleOk = async (id: string, txHash: string, app: TestApp = t) => {
 const settlementEvents = async (id: string) => json(await readChain(t, id, p.agentKey)).events.filter((e: any) => e.eventType === 'SETTLEMENT_RECONCILED');
 
 beforeAll(async () => {
-  devnet = await startDevnet();
+  ({ devnet, t, p } = await startEvidenceDevnet({ minConfirmations: 1 }));
   chain = createChainClient({ rpcUrls: [devnet.rpcUrl], rpcTimeoutMs: 5000 });
-  t = await createTestApp({ config: { rpcUrls: [devnet.rpcUrl], minConfirmations: 1 } });
-  p = await createPolicy(t, { allowedRecipients: [], blockUnknownRecipients: false, requireHumanAbove: '1000', maxPerTransaction: '1000', dailyBudget: '100000' });
-  await new PolicyStore(t.database).setDirectChecks(p.policyId, true, t.clock.now());
 }, 120_000);
 
 afterAll(async () => {

@@ -1,7 +1,8 @@
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { beforeEach, describe, expect, it } from 'vitest';
 import { purgeExpired } from '../../src/features/maintenance.js';
 import { createTestApp, json, type TestApp } from '../helpers/app.js';
 import { expectInvalid, expectProblem } from '../helpers/problems.js';
+import { suiteFixture } from '../helpers/suite.js';
 
 const DAY = 86_400_000;
 
@@ -14,17 +15,17 @@ function validLead(): Record<string, any> {
   };
 }
 
-describe('POST /api/pilot-leads', () => {
-  let t: TestApp;
-  beforeAll(async () => {
-    t = await createTestApp();
-  });
-  afterAll(async () => {
-    await t.close();
-  });
+/** One app for the enclosing describe block, with no pilot leads stored at the start of each test. */
+function useLeadsApp(): TestApp {
+  const t = suiteFixture(() => createTestApp());
   beforeEach(async () => {
     await t.database.db.deleteFrom('pilot_leads').execute();
   });
+  return t;
+}
+
+describe('POST /api/pilot-leads', () => {
+  const t = useLeadsApp();
 
   const send = (body: unknown, remoteAddress = '198.51.100.1') =>
     t.app.inject({ method: 'POST', url: '/api/pilot-leads', payload: body as object, remoteAddress });
@@ -119,16 +120,7 @@ describe('POST /api/pilot-leads', () => {
 });
 
 describe('pilot-lead retention', () => {
-  let t: TestApp;
-  beforeAll(async () => {
-    t = await createTestApp();
-  });
-  afterAll(async () => {
-    await t.close();
-  });
-  beforeEach(async () => {
-    await t.database.db.deleteFrom('pilot_leads').execute();
-  });
+  const t = useLeadsApp();
 
   const submit = async (company: string) => {
     const res = await t.app.inject({ method: 'POST', url: '/api/pilot-leads', payload: { ...validLead(), company } });

@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { ADDR, createTestApp, json, type TestApp } from '../helpers/app.js';
+import { describe, expect, it } from 'vitest';
+import { ADDR, createTestApp, json } from '../helpers/app.js';
 import { expectInvalid, expectProblem } from '../helpers/problems.js';
 import {
   ADMIN_KEY_RE,
@@ -11,6 +11,7 @@ import {
   createPolicy,
   decide,
   decideRaw,
+  expectAdminKeyRequired,
   getPolicy,
   ISO_RE,
   listDecisions,
@@ -20,10 +21,12 @@ import {
   readDecision,
   rotateAgentKey,
   rules,
+  START,
   UNKNOWN_POLICY_ID,
+  useSpendPolicyApp,
 } from '../helpers/policies.js';
+import { suiteFixture } from '../helpers/suite.js';
 
-const START = '2026-01-15T12:00:00.000Z';
 const RESOURCE_FIELDS = [
   'accessExpiresAt',
   'agentId',
@@ -38,25 +41,8 @@ const RESOURCE_FIELDS = [
 ].sort();
 const sha256 = (s: string) => createHash('sha256').update(s).digest('hex');
 
-type Res = { statusCode: number; headers: Record<string, unknown>; body: string };
-
-/** 401 with the exact title the specification gives the policy endpoints. */
-function expectAdminKeyRequired(res: Res) {
-  const body = expectProblem(res, 401, 'admin_key_required');
-  expect(body.title).toBe('Admin key required');
-}
-
 describe('protected policies', () => {
-  let t: TestApp;
-  beforeAll(async () => {
-    t = await createTestApp();
-  });
-  afterAll(async () => {
-    await t.close();
-  });
-  beforeEach(() => {
-    t.clock.set(START);
-  });
+  const t = useSpendPolicyApp();
 
   describe('POST /api/spendpolicy/policies', () => {
     it('answers 201 with the policy resource, canonical amounts and two one-time keys', async () => {
@@ -390,13 +376,7 @@ describe('protected policies', () => {
 });
 
 describe('free pilot creation limit', () => {
-  let t: TestApp;
-  beforeAll(async () => {
-    t = await createTestApp({ config: { rateLimits: true, policyCreateLimit: 3 } });
-  });
-  afterAll(async () => {
-    await t.close();
-  });
+  const t = suiteFixture(() => createTestApp({ config: { rateLimits: true, policyCreateLimit: 3 } }));
 
   it('answers 429 "Free pilot creation limit reached" with Retry-After after the configured number of creations', async () => {
     const create = (remoteAddress: string) => t.app.inject({ method: 'POST', url: POLICIES, payload: createBody(), remoteAddress });

@@ -1,8 +1,9 @@
 import { getAddress } from 'viem';
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { beforeEach, describe, expect, it } from 'vitest';
 import { json } from '../helpers/app.js';
 import { expectInvalid, expectProblem } from '../helpers/problems.js';
-import { UNKNOWN, ZOO, body, createTokenApp, plainFacts, zooFixture, type TokenTestApp } from './token-helpers.js';
+import { suiteFixture } from '../helpers/suite.js';
+import { UNKNOWN, ZOO, body, createTokenApp, freshZooToken, plainFacts, zooFixture } from './token-helpers.js';
 
 const URL = '/api/token-coverage';
 const S = 1000;
@@ -10,24 +11,13 @@ const CATEGORIES = ['identity', 'market', 'liquidity', 'contractCode', 'ownershi
 const IMPL = getAddress('0x1234567890abcdef1234567890abcdef12345678');
 
 describe('POST /api/token-coverage', () => {
-  let t: TokenTestApp;
+  const t = suiteFixture(() => createTokenApp({ marketTimeoutMs: 300 }));
   let n = 0;
   let token: string;
-  beforeAll(async () => {
-    t = await createTokenApp({ marketTimeoutMs: 300 });
-  });
-  afterAll(async () => {
-    await t?.close();
-  });
   beforeEach(() => {
-    token = getAddress(`0x5a0000000000000000000000000000000000${(0x2000 + ++n).toString(16)}`);
-    t.stub.setToken(token, zooFixture());
-    t.stub.setFaults({});
-    t.stub.resetCounts();
-    t.chain.failing = false;
+    token = freshZooToken(t, 0x2000 + ++n);
     t.chain.facts = plainFacts();
     t.chain.contractCalls = 0;
-    t.clock.advance(86_400 * S * 3);
   });
 
   const coverage = (address = token) => t.post(URL, body(address));
@@ -186,13 +176,7 @@ describe('POST /api/token-coverage', () => {
 });
 
 describe('POST /api/token-coverage rate limit', () => {
-  let t: TokenTestApp;
-  beforeAll(async () => {
-    t = await createTokenApp({ rateLimits: true });
-  });
-  afterAll(async () => {
-    await t?.close();
-  });
+  const t = suiteFixture(() => createTokenApp({ rateLimits: true }));
 
   it('60 per 3600 s per source, then 429 with Retry-After', async () => {
     for (let i = 0; i < 60; i++) expect((await t.post(URL, body(ZOO))).statusCode).toBe(200);

@@ -3,6 +3,7 @@
 // TokenChainReader interface (the real reads are tested on the devnet in tests/devnet).
 import { randomBytes } from 'node:crypto';
 import type { LightMyRequestResponse } from 'fastify';
+import { getAddress } from 'viem';
 import { buildApp, type App } from '../../src/app.js';
 import { testConfig, type Config } from '../../src/config.js';
 import { startMarketStub, type MarketFixture, type MarketStub } from '../../src/devnet/market-stub.js';
@@ -33,6 +34,18 @@ export const zooFixture = (): MarketFixture => ({
     { dex: 'uniswap', pairAddress: '0x5a000000000000000000000000000000000000b1', quoteToken: { address: USDC, symbol: 'USDC' }, liquidityUsd: '10000.5', createdAt: '2026-01-01T00:00:00.000Z' },
   ],
 });
+
+/** ZOO's pairs as the adapters and the API answer them: checksummed, most liquid first. */
+export const ZOO_PAIRS = [
+  { dex: 'uniswap', pairAddress: getAddress('0x5a000000000000000000000000000000000000b1'), quoteToken: { address: USDC, symbol: 'USDC' }, liquidityUsd: '10000.5', createdAt: '2026-01-01T00:00:00.000Z' },
+  { dex: 'uniswap', pairAddress: getAddress('0x5a000000000000000000000000000000000000b2'), quoteToken: { address: WETH, symbol: 'WETH' }, liquidityUsd: '5000', createdAt: '2026-01-02T00:00:00.000Z' },
+];
+
+/** ZOO's market figures as the adapters and the API answer them: zooFixture()'s numbers, with ZOO_PAIRS. */
+export function zooMarket() {
+  const { priceUsd, liquidityUsd, volume24hUsd, fdvUsd, marketCapUsd, priceChange24hPct } = zooFixture();
+  return { priceUsd, liquidityUsd, volume24hUsd, fdvUsd, marketCapUsd, priceChange24hPct, pairs: ZOO_PAIRS };
+}
 
 export const usdcFixture = (): MarketFixture => ({
   name: 'USD Coin',
@@ -127,3 +140,18 @@ export async function createTokenApp(opts: { rateLimits?: boolean; marketTimeout
 }
 
 export const body = (address: string) => ({ chain: 'base', address });
+
+/**
+ * Before a test: registers token 0x5a…<id in hex> with ZOO's market data (its own cache entry),
+ * clears the stub's faults and counts and Base failures, and moves the clock 3 days on, far
+ * enough from the previous test for no token's failure back-off to matter. Returns the address.
+ */
+export function freshZooToken(t: TokenTestApp, id: number): string {
+  const token = getAddress(`0x5a0000000000000000000000000000000000${id.toString(16)}`);
+  t.stub.setToken(token, zooFixture());
+  t.stub.setFaults({});
+  t.stub.resetCounts();
+  t.chain.failing = false;
+  t.clock.advance(86_400 * 1000 * 3);
+  return token;
+}

@@ -1,49 +1,25 @@
-import { getAddress } from 'viem';
-import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import type { ProviderFaults } from '../../src/devnet/market-stub.js';
 import { json } from '../helpers/app.js';
 import { expectInvalid, expectProblem } from '../helpers/problems.js';
-import { UNKNOWN, USDC, ZOO, body, createTokenApp, zooFixture, type TokenTestApp } from './token-helpers.js';
+import { suiteFixture } from '../helpers/suite.js';
+import { UNKNOWN, USDC, ZOO, body, createTokenApp, freshZooToken, zooMarket } from './token-helpers.js';
 
 const URL = '/api/token-preview';
 const S = 1000;
 
-const PAIRS = [
-  { dex: 'uniswap', pairAddress: getAddress('0x5a000000000000000000000000000000000000b1'), quoteToken: { address: USDC, symbol: 'USDC' }, liquidityUsd: '10000.5', createdAt: '2026-01-01T00:00:00.000Z' },
-  { dex: 'uniswap', pairAddress: getAddress('0x5a000000000000000000000000000000000000b2'), quoteToken: { address: '0x4200000000000000000000000000000000000006', symbol: 'WETH' }, liquidityUsd: '5000', createdAt: '2026-01-02T00:00:00.000Z' },
-];
-const MARKET = {
-  priceUsd: '0.0000012345',
-  liquidityUsd: '15000.5',
-  volume24hUsd: '1234.56',
-  fdvUsd: '1234500',
-  marketCapUsd: '987654.25',
-  priceChange24hPct: '-3.25',
-  pairs: PAIRS,
-};
+const MARKET = zooMarket();
 const WITHHELD = { priceUsd: null, liquidityUsd: null, volume24hUsd: null, fdvUsd: null, marketCapUsd: null, priceChange24hPct: null, pairs: null };
 
 describe('POST /api/token-preview', () => {
-  let t: TokenTestApp;
+  const t = suiteFixture(() => createTokenApp({ marketTimeoutMs: 300 }));
   let n = 0;
   // Each test previews its own token (a fresh cache entry), registered like ZOO.
   let token: string;
-  beforeAll(async () => {
-    t = await createTokenApp({ marketTimeoutMs: 300 });
-  });
-  afterAll(async () => {
-    await t?.close();
-  });
   beforeEach(() => {
-    token = getAddress(`0x5a0000000000000000000000000000000000${(0x1000 + ++n).toString(16)}`);
-    t.stub.setToken(token, zooFixture());
-    t.stub.setFaults({});
-    t.stub.resetCounts();
-    t.chain.failing = false;
+    token = freshZooToken(t, 0x1000 + ++n);
     t.chain.identityCalls = 0;
     t.chain.identityDelayMs = 0;
-    // Far enough from the previous test's clock for no token's failure back-off to matter.
-    t.clock.advance(86_400 * S * 3);
   });
   afterEach(() => {
     t.stub.setToken(token, null);
@@ -319,13 +295,7 @@ describe('POST /api/token-preview', () => {
 });
 
 describe('POST /api/token-preview rate limit', () => {
-  let t: TokenTestApp;
-  beforeAll(async () => {
-    t = await createTokenApp({ rateLimits: true });
-  });
-  afterAll(async () => {
-    await t?.close();
-  });
+  const t = suiteFixture(() => createTokenApp({ rateLimits: true }));
 
   it('60 per 3600 s per source, then 429 with Retry-After; other sources and the coverage limit are separate', async () => {
     for (let i = 0; i < 60; i++) expect((await t.post(URL, body(ZOO))).statusCode).toBe(200);

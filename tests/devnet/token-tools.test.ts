@@ -1,55 +1,27 @@
 // The token preview and coverage check against a real local Base (anvil, chain 8453, Circle's
 // FiatTokenV2_2 at the canonical USDC address, Multicall3) and the market-data stub: the real
 // ERC-20 reads batched through Multicall3, the real eth_getCode and storage-slot reads.
-import { randomBytes } from 'node:crypto';
 import { createPublicClient, http } from 'viem';
 import { base } from 'viem/chains';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { buildApp, type App } from '../../src/app.js';
-import { testConfig } from '../../src/config.js';
-import { startDevnet, USDC_ADDRESS, type Devnet } from '../../src/devnet/index.js';
-import { startMarketStub, type MarketStub } from '../../src/devnet/market-stub.js';
+import { describe, expect, it } from 'vitest';
+import { USDC_ADDRESS } from '../../src/devnet/index.js';
 import { viemTokenChainReader } from '../../src/features/tokens/chain-reader.js';
 import { ManualClock } from '../../src/platform/clock.js';
-import { createRateLimiter } from '../../src/platform/rate-limit.js';
 import { usdcFixture } from '../api/token-helpers.js';
-import { createTestDatabase, type TestDatabase } from '../helpers/db.js';
+import { suiteFixture } from '../helpers/suite.js';
+import { startToolsStack } from './tools-helpers.js';
 
-let devnet: Devnet;
-let stub: MarketStub;
-let app: App;
-let database: TestDatabase;
-const clock = new ManualClock('2026-03-01T12:00:00.000Z');
 const EOA = '0x70997970C51812dc3A010C7d01b50e0d17dc79C8';
-
-beforeAll(async () => {
-  devnet = await startDevnet();
-  stub = await startMarketStub({ tokens: { [USDC_ADDRESS]: usdcFixture() } });
-  const config = testConfig({
-    rateLimits: false,
-    logLevel: 'silent',
-    rpcUrls: [devnet.rpcUrl],
-    marketDexscreenerUrl: stub.dexscreenerUrl,
-    marketGeckoterminalUrl: stub.geckoterminalUrl,
-  });
-  database = await createTestDatabase();
-  // Built from configuration alone, as src/main.ts builds it: no injected market or chain.
-  app = await buildApp({ config, database, clock, limiter: createRateLimiter(config, { keyPrefix: `t${randomBytes(4).toString('hex')}` }), logger: false });
-  await app.ready();
-}, 120_000);
-
-afterAll(async () => {
-  await app?.close();
-  await database?.drop();
-  await stub?.stop();
-  await devnet?.stop();
-});
+const net = suiteFixture(
+  () => startToolsStack({ tokens: () => ({ [USDC_ADDRESS]: usdcFixture() }), clock: new ManualClock('2026-03-01T12:00:00.000Z') }),
+  120_000,
+);
 
 function countingReader() {
   const counter = { requests: 0 };
   const client = createPublicClient({
     chain: base,
-    transport: http(devnet.rpcUrl, { onFetchRequest: () => void counter.requests++ }),
+    transport: http(net.devnet.rpcUrl, { onFetchRequest: () => void counter.requests++ }),
   });
   return { reader: viemTokenChainReader(client), counter };
 }
@@ -79,7 +51,7 @@ describe('Base reads of the token tools (devnet)', () => {
 
 describe('POST /api/token-preview and /api/token-coverage on the devnet', () => {
   it('previews USDC: DexScreener has no decimals, so they are read on Base', async () => {
-    const res = await app.inject({ method: 'POST', url: '/api/token-preview', payload: { chain: 'base', address: USDC_ADDRESS } });
+    const res = await net.app.inject({ method: 'POST', url: '/api/token-preview', payload: { chain: 'base', address: USDC_ADDRESS } });
     expect(res.statusCode, res.body).toBe(200);
     const out = JSON.parse(res.body);
     expect(out.token).toEqual({ address: USDC_ADDRESS, name: 'USD Coin', symbol: 'USDC', decimals: 6 });
@@ -88,7 +60,7 @@ describe('POST /api/token-preview and /api/token-coverage on the devnet', () => 
   });
 
   it('covers USDC completely from cheap reads', async () => {
-    const res = await app.inject({ method: 'POST', url: '/api/token-coverage', payload: { chain: 'base', address: USDC_ADDRESS } });
+    const res = await net.app.inject({ method: 'POST', url: '/api/token-coverage', payload: { chain: 'base', address: USDC_ADDRESS } });
     expect(res.statusCode, res.body).toBe(200);
     const out = JSON.parse(res.body);
     expect(out.coverage.contractCode.status).toBe('available');
@@ -100,8 +72,8 @@ describe('POST /api/token-preview and /api/token-coverage on the devnet', () => 
   });
 
   it('a listed address without code: the onchain categories are unavailable', async () => {
-    stub.setToken(EOA, { ...usdcFixture(), name: 'Not A Contract', symbol: 'NAC' });
-    const out = JSON.parse((await app.inject({ method: 'POST', url: '/api/token-coverage', payload: { chain: 'base', address: EOA } })).body);
+    net.stub.setToken(EOA, { ...usdcFixture(), name: 'Not A Contract', symbol: 'NAC' });
+    const out = JSON.parse((await net.app.inject({ method: 'POST', url: '/api/token-coverage', payload: { chain: 'base', address: EOA } })).body);
     expect(out.coverage.contractCode).toEqual({ status: 'unavailable', reason: 'no contract code at this address on Base' });
     expect(out.coverage.identity).toEqual({ status: 'partial', reason: 'decimals could not be read' });
     expect(out.complete).toBe(false);

@@ -1,11 +1,37 @@
-import { expect } from 'vitest';
-import { ADDR, json, type TestApp } from './app.js';
+import { beforeEach, expect } from 'vitest';
+import { ADDR, createTestApp, json, type TestApp } from './app.js';
+import { expectProblem, type Res } from './problems.js';
+import { suiteFixture } from './suite.js';
 
 /** Helpers for the protected spend-policy tests: create a policy, ask for decisions, approve. */
 
 export const POLICIES = '/api/spendpolicy/policies';
 export const DECISIONS = '/api/spendpolicy/decisions';
 export const AGENT = 'agent-7';
+
+/** The clock time at which each test of useSpendPolicyApp() starts. */
+export const START = '2026-01-15T12:00:00.000Z';
+
+/** One app for the enclosing describe block, its clock set to START before each test. */
+export function useSpendPolicyApp(): TestApp {
+  const t = suiteFixture(() => createTestApp());
+  beforeEach(() => {
+    t.clock.set(START);
+  });
+  return t;
+}
+
+/** 401 with the exact title the specification gives the endpoints that need the admin key. */
+export function expectAdminKeyRequired(res: Res) {
+  const body = expectProblem(res, 401, 'admin_key_required');
+  expect(body.title).toBe('Admin key required');
+}
+
+/** 401 with the exact title the specification gives the endpoints that need the agent key. */
+export function expectAgentKeyRequired(res: Res) {
+  const body = expectProblem(res, 401, 'agent_key_required');
+  expect(body.title).toBe('Agent key required');
+}
 
 export const ADMIN_KEY_RE = /^sgp_admin_[A-Za-z0-9_-]{43}$/;
 export const AGENT_KEY_RE = /^sgp_agent_[A-Za-z0-9_-]{43}$/;

@@ -1,6 +1,7 @@
 import { expect } from 'vitest';
 
-interface Res {
+/** The parts of an inject() response the problem assertions read. */
+export interface Res {
   statusCode: number;
   headers: Record<string, unknown>;
   body: string;

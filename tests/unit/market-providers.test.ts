@@ -1,6 +1,5 @@
 // The provider adapters and their failover, against the market-data stub over HTTP (the stub
 // serves the providers' real paths and shapes; tests/unit/market-stub.test.ts checks those).
-import { getAddress } from 'viem';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { startMarketStub, type MarketStub, type ProviderFaults } from '../../src/devnet/market-stub.js';
 import { ManualClock } from '../../src/platform/clock.js';
@@ -8,7 +7,7 @@ import { DexScreenerProvider } from '../../src/platform/market/dexscreener.js';
 import { MarketData, MarketUnavailableError } from '../../src/platform/market/failover.js';
 import { GeckoTerminalProvider } from '../../src/platform/market/geckoterminal.js';
 import { ProviderError, type MarketProvider } from '../../src/platform/market/types.js';
-import { UNKNOWN, USDC, WETH, ZOO, usdcFixture, zooFixture } from '../api/token-helpers.js';
+import { UNKNOWN, USDC, ZOO, usdcFixture, zooFixture, zooMarket } from '../api/token-helpers.js';
 
 const zoo = ZOO.toLowerCase();
 const clock = new ManualClock('2026-03-01T12:00:00.000Z');
@@ -40,11 +39,6 @@ async function failure(p: MarketProvider, address = zoo): Promise<ProviderError>
   throw new Error('expected a ProviderError');
 }
 
-const EXPECTED_PAIRS = [
-  { dex: 'uniswap', pairAddress: getAddress('0x5a000000000000000000000000000000000000b1'), quoteToken: { address: USDC, symbol: 'USDC' }, liquidityUsd: '10000.5', createdAt: '2026-01-01T00:00:00.000Z' },
-  { dex: 'uniswap', pairAddress: getAddress('0x5a000000000000000000000000000000000000b2'), quoteToken: { address: WETH, symbol: 'WETH' }, liquidityUsd: '5000', createdAt: '2026-01-02T00:00:00.000Z' },
-];
-
 describe('DexScreener adapter', () => {
   it('normalizes the pairs where the token is the base token into one snapshot', async () => {
     const out = await dex.lookup(zoo);
@@ -53,13 +47,7 @@ describe('DexScreener adapter', () => {
       snapshot: {
         provider: 'dexscreener',
         token: { address: ZOO, name: 'Zoo Token', symbol: 'ZOO', decimals: null },
-        priceUsd: '0.0000012345',
-        liquidityUsd: '15000.5',
-        volume24hUsd: '1234.56',
-        fdvUsd: '1234500',
-        marketCapUsd: '987654.25',
-        priceChange24hPct: '-3.25',
-        pairs: EXPECTED_PAIRS,
+        ...zooMarket(),
         fetchedAt: clock.now(),
       },
     });
@@ -135,13 +123,7 @@ describe('GeckoTerminal adapter', () => {
     expect(out.snapshot).toEqual({
       provider: 'geckoterminal',
       token: { address: ZOO, name: 'Zoo Token', symbol: 'ZOO', decimals: 18 },
-      priceUsd: '0.0000012345',
-      liquidityUsd: '15000.5',
-      volume24hUsd: '1234.56',
-      fdvUsd: '1234500',
-      marketCapUsd: '987654.25',
-      priceChange24hPct: '-3.25',
-      pairs: EXPECTED_PAIRS,
+      ...zooMarket(),
       fetchedAt: clock.now(),
     });
     expect(stub.counts().geckoterminal).toBe(2); // token and pools, in parallel
