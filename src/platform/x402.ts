@@ -27,7 +27,7 @@ export interface PaidRouteSpec {
 export type SettleOutcome =
   | { kind: 'settled'; transaction: string; payer: string; headers: Record<string, string> }
   | { kind: 'pending'; transaction?: string | undefined; reason: string }
-  | { kind: 'failed'; reason: string };
+  | { kind: 'failed'; reason: string; transaction?: string | undefined };
 
 export type GateResult =
   | { kind: 'respond'; status: number; headers: Record<string, string>; body: unknown }
@@ -176,12 +176,14 @@ export class PaymentGateway {
 
   /** Settles a verified payment. A timeout or `settlement_pending` is uncertain, never a failure. */
   async settle(payload: PaymentPayload, requirements: PaymentRequirements, extensions?: Record<string, unknown>): Promise<SettleOutcome> {
-    await this.ready();
     try {
+      // Inside the try: a facilitator that cannot even be reached now (after a restart, say) leaves
+      // a stored payment uncertain, never "nothing was charged".
+      await this.ready();
       const res = await this.http.processSettlement(payload, requirements, extensions);
       if (res.success) return { kind: 'settled', transaction: res.transaction, payer: res.payer ?? '', headers: res.headers };
       if (res.errorReason === 'settlement_pending') return { kind: 'pending', transaction: res.transaction || undefined, reason: res.errorReason };
-      return { kind: 'failed', reason: res.errorReason ?? 'settlement failed' };
+      return { kind: 'failed', reason: res.errorReason ?? 'settlement failed', transaction: res.transaction || undefined };
     } catch (err) {
       // A timed-out or unanswered settle may still land on chain: treat it as pending.
       const reason = err instanceof FacilitatorTimeoutError ? 'facilitator_timeout' : 'facilitator_unavailable';

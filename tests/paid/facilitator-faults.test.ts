@@ -288,7 +288,10 @@ describe('the authorization is settled by someone else', () => {
     }
   });
 
-  it('still releases the report when the facilitator reported a failure but the transfer landed later', async () => {
+  it('a "transaction failed" from the facilitator is uncertain, never "nothing was charged": the transfer may land later', async () => {
+    // The exact scheme answers invalid_exact_evm_transaction_failed when sending threw, which can
+    // happen after the transaction was broadcast. A 402 would make the client sign and pay again
+    // (a double charge once both land), so the answer is a recovery order.
     const payer = addressOf(0);
     const charged = await ledger(payer);
     let deferred: (() => Promise<unknown>) | undefined;
@@ -301,17 +304,22 @@ describe('the authorization is settled by someone else', () => {
     try {
       const { fetch: pay, signatures } = recordingPayingFetch(liar, 0);
       const res = await pay(`${liar.url}/api/quick-check`);
-      expectProblem(await asInjected(res), 402, 'payment_invalid');
+      expect(res.status).toBe(202);
+      const pending = await res.json();
+      expect(pending).toMatchObject({ status: 'pending', orderId: expect.any(String), recoveryKey: expect.any(String) });
+      expect(signatures).toHaveLength(1); // the client was not asked to pay again
       await charged(0n);
-      expect(await rowOf(signatures.at(-1)!)).toMatchObject({ status: 'failed' });
+      expect(await rowOf(signatures.at(-1)!)).toMatchObject({ status: 'pending' });
 
       await deferred!(); // the transfer lands after all
       await charged(QUICK_PRICE);
       const settle0 = devnet.facilitator.calls.settle;
+      const restored = await postJson(`${liar.url}/api/orders/recover`, { id: pending.orderId, key: pending.recoveryKey });
+      expect(restored.status).toBe(200);
+      const body = await restored.json();
+      expect(body.receipt.subject).toMatchObject({ path: '/api/quick-check', price: '0.001' });
       const replay = await fetch(`${liar.url}/api/quick-check`, { headers: { 'payment-signature': signatures.at(-1)! } });
       expect(replay.status).toBe(200);
-      const body = await replay.json();
-      expect(body.receipt.subject).toMatchObject({ path: '/api/quick-check', price: '0.001' });
       expect(devnet.facilitator.calls.settle).toBe(settle0); // found on chain, not settled again
       await charged(QUICK_PRICE);
     } finally {

@@ -6,6 +6,10 @@ const usdcEvents = parseAbi([
   'event AuthorizationUsed(address indexed authorizer, bytes32 indexed nonce)',
   'event Transfer(address indexed from, address indexed to, uint256 value)',
 ]);
+const authorizationStateAbi = parseAbi(['function authorizationState(address authorizer, bytes32 nonce) view returns (bool)']);
+
+/** Blocks per eth_getLogs request: public Base RPC providers refuse ranges much wider than this. */
+export const LOG_CHUNK_BLOCKS = 5_000n;
 
 export interface ExpectedSettlement {
   payer: string;
@@ -17,7 +21,8 @@ export interface ExpectedSettlement {
 
 export type LookupResult =
   | { found: true; transaction: string; confirmations: number }
-  | { found: false; reason: string };
+  /** `unused`: USDC says this authorization's nonce was never used, so nothing was charged (yet). */
+  | { found: false; reason: string; unused?: boolean };
 
 const same = (a: string, b: string) => a.toLowerCase() === b.toLowerCase();
 
@@ -26,20 +31,48 @@ const same = (a: string, b: string) => a.toLowerCase() === b.toLowerCase();
  * which USDC emitted AuthorizationUsed for (payer, nonce) and a Transfer of exactly the price
  * from the payer to our address. Both must be in the same transaction: a payer could sign a
  * second authorization with the same nonce to someone else, and that must not count as paid.
+ *
+ * `at.txHash` (named by the caller) is the only transaction looked at when given. Otherwise the
+ * transaction the facilitator named earlier (`at.knownTx`) is checked first; then USDC's
+ * authorizationState says whether the nonce was used at all, and only when it was are the
+ * AuthorizationUsed logs searched, from the block the order was stored at, in chunks of
+ * LOG_CHUNK_BLOCKS (a single request over hours of blocks is refused by most providers).
  */
-export async function findSettlement(chain: ChainClient, want: ExpectedSettlement, txHash?: string): Promise<LookupResult> {
-  let hash = txHash as Hex | undefined;
-  if (!hash) {
+export async function findSettlement(
+  chain: ChainClient,
+  want: ExpectedSettlement,
+  at: { txHash?: string | undefined; knownTx?: string | null | undefined } = {},
+): Promise<LookupResult> {
+  if (at.txHash) return settlementAt(chain, want, at.txHash as Hex);
+  let last: LookupResult | undefined;
+  if (at.knownTx) {
+    last = await settlementAt(chain, want, at.knownTx as Hex);
+    if (last.found) return last;
+  }
+  const used = await chain.readContract({
+    address: USDC_ADDRESS,
+    abi: authorizationStateAbi,
+    functionName: 'authorizationState',
+    args: [want.payer as Hex, want.nonce as Hex],
+  });
+  if (!used) return { found: false, reason: 'this payment authorization has not been used on chain', unused: true };
+  const head = await chain.getBlockNumber({ cacheTime: 0 });
+  for (let from = want.fromBlock; from <= head; from += LOG_CHUNK_BLOCKS) {
+    const to = from + LOG_CHUNK_BLOCKS - 1n < head ? from + LOG_CHUNK_BLOCKS - 1n : head;
     const logs = await chain.getLogs({
       address: USDC_ADDRESS,
       event: usdcEvents[0],
       args: { authorizer: want.payer as Hex, nonce: want.nonce as Hex },
-      fromBlock: want.fromBlock,
-      toBlock: 'latest',
+      fromBlock: from,
+      toBlock: to,
     });
-    hash = logs[0]?.transactionHash ?? undefined;
-    if (!hash) return { found: false, reason: 'no settlement of this authorization on chain yet' };
+    const hash = logs[0]?.transactionHash;
+    if (hash) return settlementAt(chain, want, hash);
   }
+  return last ?? { found: false, reason: 'the authorization was used, but no settlement of it was found since the order was stored' };
+}
+
+async function settlementAt(chain: ChainClient, want: ExpectedSettlement, hash: Hex): Promise<LookupResult> {
   const receipt = await chain.getTransactionReceipt({ hash }).catch(() => undefined);
   if (!receipt) return { found: false, reason: 'transaction not found or not mined' };
   if (receipt.status !== 'success') return { found: false, reason: 'transaction reverted' };

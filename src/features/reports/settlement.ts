@@ -40,7 +40,7 @@ export class SettlementService {
     // "Nothing was charged" must be true before it is said: a rejected settle can still race a
     // transfer of the same authorization that did land (the payer, or another settle of it, may
     // have submitted it first; the loser then reverts as "transaction failed"). Ask the chain.
-    const seen = await this.lookup(row);
+    const seen = await this.lookup(row, undefined, outcome.transaction);
     if (seen.found) return this.settledOnChain(row, seen, recoveryKey);
     if ('unreadable' in seen) return this.pending(row, `settlement rejected (${outcome.reason}) but the chain could not be checked`, undefined, recoveryKey);
     // Not on chain yet is not "never": a facilitator can fail (an HTTP 500, say) after it has
@@ -71,6 +71,13 @@ export class SettlementService {
     const seen = await this.lookup(row, txHash);
     if (seen.found) return this.settledOnChain(row, seen, undefined, !settling);
     if (row.status === 'failed') return failed(row.failure ?? 'settlement failed');
+    // An authorization that was never used and can no longer be (its validBefore has passed)
+    // will never charge anything: the order is failed, and may be paid again.
+    if (!settling && 'unused' in seen && seen.unused && this.expired(row)) {
+      const reason = 'the payment authorization expired without being used';
+      await this.store.markStatus(row.id, 'failed', { failure: reason }).catch(() => {});
+      return failed(reason);
+    }
     if (txHash) return this.pending(row, seen.reason, undefined, undefined, !settling);
     if (settling) return this.pending(row, 'settlement in progress', undefined, undefined, false);
     const { payload, requirements, extensions } = paymentOf(row);
@@ -118,14 +125,26 @@ export class SettlementService {
     return { kind: 'report', report, receipt, headers };
   }
 
-  /** The on-chain settlement of this row's authorization (at `txHash` when given). */
-  private async lookup(row: PaidReportRow, txHash?: string): Promise<LookupResult | { found: false; reason: string; unreadable: true }> {
+  /**
+   * The on-chain settlement of this row's authorization: only at `txHash` when the caller names
+   * one; else at the transaction the facilitator named (`knownTx`, or the one stored with the
+   * row) or wherever the chain has it.
+   */
+  private async lookup(row: PaidReportRow, txHash?: string, knownTx?: string): Promise<LookupResult | { found: false; reason: string; unreadable: true }> {
     const [payer = '', nonce = ''] = row.auth_id.split(':');
     return findSettlement(
       this.deps.chain,
       { payer, nonce, payTo: row.pay_to, amount: BigInt(row.price_micro), fromBlock: BigInt(row.from_block) },
-      txHash,
+      { txHash, knownTx: knownTx ?? row.settle_tx },
     ).catch(() => ({ found: false as const, reason: 'the chain could not be read', unreadable: true as const }));
+  }
+
+  /** Whether the row's authorization is past its validBefore (with a minute for clock skew and block times). */
+  private expired(row: PaidReportRow): boolean {
+    const auth = (paymentOf(row).payload as { payload?: { authorization?: { validBefore?: unknown } } }).payload?.authorization;
+    const validBefore = typeof auth?.validBefore === 'string' || typeof auth?.validBefore === 'number' ? Number(auth.validBefore) : NaN;
+    if (!Number.isFinite(validBefore)) return false;
+    return this.deps.clock.now().getTime() / 1000 > validBefore + 60;
   }
 
   /** A settlement seen on chain: released with enough confirmations, pending before that. */
@@ -158,12 +177,49 @@ function paymentOf(row: PaidReportRow): { payload: PaymentPayload; requirements:
 
 /**
  * Refusals a facilitator gives before it sends anything: the authorization itself is unusable
- * (bad signature, wrong amount or recipient, expired, unfunded). Anything else, a nonce already
- * used included, leaves the payment uncertain.
+ * (bad signature, wrong amount or recipient, expired, unfunded, wrong scheme or network), or its
+ * simulation failed. Only these make a payment "failed, nothing charged".
+ *
+ * Everything else leaves the payment uncertain, in particular the exact scheme's
+ * `invalid_exact_evm_transaction_failed` (sending threw, possibly after the transaction was
+ * broadcast) and `invalid_exact_evm_transfer_event_mismatch` (a transaction that was mined), a
+ * nonce already used, and any reason this list does not know: the caller then gets a recovery
+ * order instead of a 402 that would make its client pay again.
  */
+const PRE_BROADCAST_REFUSALS = new Set([
+  // x402 core and any scheme
+  'insufficient_funds',
+  'invalid_network',
+  'invalid_payload',
+  'invalid_payment_requirements',
+  'invalid_scheme',
+  'invalid_x402_version',
+  'unsupported_scheme',
+  'unsupported_payload_type',
+  'asset_not_deployed_contract',
+  // the exact EVM scheme (EIP-3009)
+  'invalid_exact_evm_scheme',
+  'invalid_exact_evm_network_mismatch',
+  'invalid_exact_evm_missing_eip712_domain',
+  'invalid_exact_evm_recipient_mismatch',
+  'invalid_exact_evm_signature',
+  'invalid_exact_evm_failed_to_parse_signature',
+  'invalid_exact_evm_payload_authorization_valid_before',
+  'invalid_exact_evm_payload_authorization_valid_after',
+  'invalid_exact_evm_authorization_value',
+  'invalid_exact_evm_payload_authorization_value_mismatch',
+  'invalid_exact_evm_payload_undeployed_smart_wallet',
+  'invalid_exact_evm_token_name_mismatch',
+  'invalid_exact_evm_token_version_mismatch',
+  'invalid_exact_evm_eip3009_not_supported',
+  'invalid_exact_evm_insufficient_balance',
+  'invalid_exact_evm_transaction_simulation_failed',
+  // the devnet facilitator's injected refusal (src/devnet/facilitator.ts), made before sending
+  'devnet_fault_injected',
+]);
+
 export function isDefiniteRefusal(reason: string): boolean {
-  if (/nonce|already.?used|pending|timeout|unexpected|unavailable/i.test(reason)) return false;
-  return /^invalid_|insufficient_funds|^unsupported_|^devnet_fault_injected$/i.test(reason);
+  return PRE_BROADCAST_REFUSALS.has(reason);
 }
 
 function failed(reason: string): Delivery {
