@@ -53,6 +53,11 @@ export const EnvSchema = Type.Object({
   MIN_CONFIRMATIONS: int(1, 'Confirmations before a transfer counts as settled or verified'),
   FACILITATOR_TIMEOUT_MS: int(15000, 'Timeout of each facilitator request; a settle that times out answers 202 (pending)'),
   RPC_TIMEOUT_MS: int(10000, 'Timeout of each Base RPC request'),
+  RPC_LOG_BLOCK_RANGE: Type.String({
+    default: '5000',
+    pattern: '^[1-9][0-9]{0,6}$',
+    description: 'Most blocks one eth_getLogs request may span (providers refuse wider ranges); payment recovery reads logs in chunks of this size',
+  }),
   RECOVERY_TTL_SECONDS: int(7 * 86400, 'How long a recovery order can restore its report'),
   MARKET_DEXSCREENER_URL: Type.String({
     default: 'https://api.dexscreener.com',
@@ -93,6 +98,7 @@ export interface Config {
   minConfirmations: number;
   facilitatorTimeoutMs: number;
   rpcTimeoutMs: number;
+  rpcLogBlockRange: number;
   recoveryTtlSeconds: number;
   marketDexscreenerUrl: string;
   marketGeckoterminalUrl: string;
@@ -169,6 +175,7 @@ export function parseConfig(source: Record<string, string | undefined> = process
     minConfirmations: Number(env.MIN_CONFIRMATIONS),
     facilitatorTimeoutMs: Number(env.FACILITATOR_TIMEOUT_MS),
     rpcTimeoutMs: Number(env.RPC_TIMEOUT_MS),
+    rpcLogBlockRange: Number(env.RPC_LOG_BLOCK_RANGE),
     recoveryTtlSeconds: Number(env.RECOVERY_TTL_SECONDS),
     marketDexscreenerUrl: env.MARKET_DEXSCREENER_URL.replace(/\/+$/, ''),
     marketGeckoterminalUrl: env.MARKET_GECKOTERMINAL_URL.replace(/\/+$/, ''),

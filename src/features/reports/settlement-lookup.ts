@@ -8,8 +8,7 @@ const usdcEvents = parseAbi([
 ]);
 const authorizationStateAbi = parseAbi(['function authorizationState(address authorizer, bytes32 nonce) view returns (bool)']);
 
-/** Blocks per eth_getLogs request: public Base RPC providers refuse ranges much wider than this. */
-export const LOG_CHUNK_BLOCKS = 5_000n;
+
 
 export interface ExpectedSettlement {
   payer: string;
@@ -18,6 +17,9 @@ export interface ExpectedSettlement {
   amount: bigint;
   fromBlock: bigint;
 }
+
+/** Blocks per eth_getLogs request when none is given: public Base providers refuse much wider ranges. */
+const DEFAULT_LOG_BLOCK_RANGE = 5_000n;
 
 export type LookupResult =
   | { found: true; transaction: string; confirmations: number }
@@ -36,12 +38,12 @@ const same = (a: string, b: string) => a.toLowerCase() === b.toLowerCase();
  * transaction the facilitator named earlier (`at.knownTx`) is checked first; then USDC's
  * authorizationState says whether the nonce was used at all, and only when it was are the
  * AuthorizationUsed logs searched, from the block the order was stored at, in chunks of
- * LOG_CHUNK_BLOCKS (a single request over hours of blocks is refused by most providers).
+ * `at.logBlockRange` blocks (a single request over hours of blocks is refused by most providers).
  */
 export async function findSettlement(
   chain: ChainClient,
   want: ExpectedSettlement,
-  at: { txHash?: string | undefined; knownTx?: string | null | undefined } = {},
+  at: { txHash?: string | undefined; knownTx?: string | null | undefined; logBlockRange?: number } = {},
 ): Promise<LookupResult> {
   if (at.txHash) return settlementAt(chain, want, at.txHash as Hex);
   let last: LookupResult | undefined;
@@ -56,9 +58,10 @@ export async function findSettlement(
     args: [want.payer as Hex, want.nonce as Hex],
   });
   if (!used) return { found: false, reason: 'this payment authorization has not been used on chain', unused: true };
+  const range = at.logBlockRange && at.logBlockRange > 0 ? BigInt(at.logBlockRange) : DEFAULT_LOG_BLOCK_RANGE;
   const head = await chain.getBlockNumber({ cacheTime: 0 });
-  for (let from = want.fromBlock; from <= head; from += LOG_CHUNK_BLOCKS) {
-    const to = from + LOG_CHUNK_BLOCKS - 1n < head ? from + LOG_CHUNK_BLOCKS - 1n : head;
+  for (let from = want.fromBlock; from <= head; from += range) {
+    const to = from + range - 1n < head ? from + range - 1n : head;
     const logs = await chain.getLogs({
       address: USDC_ADDRESS,
       event: usdcEvents[0],

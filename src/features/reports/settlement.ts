@@ -135,7 +135,7 @@ export class SettlementService {
     return findSettlement(
       this.deps.chain,
       { payer, nonce, payTo: row.pay_to, amount: BigInt(row.price_micro), fromBlock: BigInt(row.from_block) },
-      { txHash, knownTx: knownTx ?? row.settle_tx },
+      { txHash, knownTx: knownTx ?? row.settle_tx, logBlockRange: this.deps.config.rpcLogBlockRange },
     ).catch(() => ({ found: false as const, reason: 'the chain could not be read', unreadable: true as const }));
   }
 
