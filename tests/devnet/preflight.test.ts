@@ -165,11 +165,13 @@ describe('nodes without eth_simulateV1 or debug_traceCall', () => {
     expect(plain.simulation.blockNumber).toBeGreaterThan(0);
   });
 
-  it('with eth_call alone the outcome is known but not the asset changes (medium confidence)', async () => {
+  it('with eth_call alone the outcome is known but not the asset changes: never ALLOW on that', async () => {
     const bare = countingChain(devnet.rpcUrl, ['eth_simulateV1', 'debug_traceCall']);
     const ok = await preflight(preflightCase('plain USDC transfer', sc).input as PreflightInput, bare);
-    expect(ok).toMatchObject({ verdict: { decision: 'ALLOW', confidence: 'medium' }, simulation: { method: 'eth_call', success: true, assetChanges: [], traced: false } });
-    expect(ok.findings.map((f) => f.code)).toEqual(['trace_unavailable']);
+    // A drainer's claim() would also "succeed" here without showing what it moves.
+    expect(ok).toMatchObject({ verdict: { decision: 'INCOMPLETE', score: null, confidence: 'low' }, simulation: { method: 'eth_call', success: true, assetChanges: [], traced: false } });
+    expect(ok.findings.map((f) => f.code)).toEqual(['simulation_unavailable']);
+    expect(ok.findings[0]!.message).toMatch(/asset movements of the transaction are unknown/);
     const reverts = await preflight(preflightCase('revert with a reason', sc).input as PreflightInput, bare);
     expect(reverts.simulation).toMatchObject({ method: 'eth_call', success: false, revertReason: 'vault is closed' });
   });

@@ -108,13 +108,23 @@ export async function transactionPreflight(chain: ChainClient, input: PreflightI
     sim.success !== false ? null
     : sim.failure ? { kind: 'insufficient-funds' as const, reason: sim.failure, selector: null, errorName: null, args: null }
     : decodeRevert(sim.revertData);
+  // A plain eth_call that succeeded shows no logs and no value flows: what the transaction would
+  // move is unknown, so it is not a simulation an ALLOW could rest on (INCOMPLETE unless a
+  // finding decides).
+  const blind = sim.method === 'eth_call' && sim.success === true;
   const evidence: PreflightEvidence = {
     tx: { from, to, value, data },
     senderProvided,
     decoded,
     accounts: ctx.accounts,
     tokens,
-    simulation: { ran: sim.success !== null, success: sim.success, revert, valueRejected: sim.valueRejected, unavailable: sim.unavailable },
+    simulation: {
+      ran: sim.success !== null && !blind,
+      success: sim.success,
+      revert,
+      valueRejected: sim.valueRejected,
+      unavailable: blind ? BLIND_CALL : sim.unavailable,
+    },
     trace: sim.trace,
     movements,
     counterparties: peers ?? null,
@@ -180,3 +190,6 @@ async function recentPayees(chain: ChainClient, from: Address, head: bigint, loo
   for (const l of r.value) if (l.topics[2] && l.data !== '0x' && BigInt(l.data) > 0n) out.set(l.topics[2].toLowerCase(), topicAddress(l.topics[2]));
   return [...out.values()];
 }
+
+const BLIND_CALL =
+  'the node runs the call (eth_call) but serves neither eth_simulateV1 nor debug_traceCall, so the asset movements of the transaction are unknown';
