@@ -78,6 +78,13 @@ describe('checkAgainstIntent', () => {
     ]);
   });
 
+  it('an intent that names its payer is not confirmed by an input without a sender: match null, unless something else differs', () => {
+    const named = { ...intent, expectedFrom: ALICE };
+    expect(checkAgainstIntent(named, { to: USDC_ADDRESS, data: transfer(BOB, 1_500_000n) })).toEqual({ kind: 'usdc-transfer', match: null, mismatches: [] });
+    expect(checkAgainstIntent(named, { to: USDC_ADDRESS, from: ALICE.toLowerCase(), data: transfer(BOB, 1_500_000n) }).match).toBe(true);
+    expect(checkAgainstIntent(named, { to: USDC_ADDRESS, data: transfer(BOB, 2_000_000n) }).match).toBe(false);
+  });
+
   it('anything else is "other" with match null: another contract, native value, other calldata', () => {
     for (const input of [{ to: BOB, data: transfer(BOB, 1_500_000n) }, { to: USDC_ADDRESS, valueWei: '1', data: transfer(BOB, 1_500_000n) }, { to: USDC_ADDRESS, data: '0x095ea7b3' }, { to: USDC_ADDRESS }]) {
       expect(checkAgainstIntent(intent, input)).toEqual({ kind: 'other', match: null, mismatches: [] });

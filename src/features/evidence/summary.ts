@@ -100,7 +100,10 @@ const transferAbi = parseAbi(['function transfer(address to, uint256 value) retu
 
 export interface IntentCheck {
   kind: 'usdc-transfer' | 'other';
-  /** null when the input is not a plain USDC transfer: then compare it with the intent yourself */
+  /**
+   * null when the input is not a plain USDC transfer, or when the intent names an expectedFrom
+   * and the input no sender: then compare it with the intent yourself
+   */
   match: boolean | null;
   mismatches: Array<{ field: 'recipient' | 'amount' | 'expectedFrom'; expected: string; observed: string }>;
 }
@@ -128,5 +131,7 @@ export function checkAgainstIntent(intent: Intent, input: { to: string; from?: s
   if (intent.expectedFrom && input.from && input.from.toLowerCase() !== intent.expectedFrom.toLowerCase()) {
     mismatches.push({ field: 'expectedFrom', expected: getAddress(intent.expectedFrom), observed: getAddress(input.from) });
   }
-  return { kind: 'usdc-transfer', match: mismatches.length === 0, mismatches };
+  // The intent names its payer but the input names no sender: the payer cannot be confirmed.
+  const senderUnknown = !!intent.expectedFrom && !input.from;
+  return { kind: 'usdc-transfer', match: mismatches.length > 0 ? false : senderUnknown ? null : true, mismatches };
 }
