@@ -88,6 +88,7 @@ describe('bad input is 400 and asks for no payment', () => {
     'negative valueWei': { chain: 'base', to, valueWei: '-1' },
     'fractional valueWei': { chain: 'base', to, valueWei: '1.5' },
     'numeric valueWei': { chain: 'base', to, valueWei: 1 },
+    'valueWei above 2^256 - 1': { chain: 'base', to, valueWei: (2n ** 256n).toString() },
     'wrong chain': { chain: 'ethereum', to },
     'missing chain': { to },
     'missing to': { chain: 'base' },
@@ -95,6 +96,11 @@ describe('bad input is 400 and asks for no payment', () => {
     'bad from': { chain: 'base', to, from: 'alice' },
     'another property': { chain: 'base', to, gas: '21000' },
   };
+  it('valueWei of exactly 2^256 - 1 is accepted (and answered with a 402 challenge)', async () => {
+    const res = await post({ chain: 'base', to, valueWei: (2n ** 256n - 1n).toString() }, fetch);
+    expect(res.status).toBe(402);
+  });
+
   it.each(Object.keys(bad))('%s', async (name) => {
     const res = await post(bad[name], s.payingFetch(PAYER));
     expect(res.status).toBe(400);

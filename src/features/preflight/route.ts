@@ -1,8 +1,11 @@
 import type { ChainClient } from '../../platform/chain.js';
+import { AppError } from '../../platform/errors.js';
 import type { PaidReportDef } from '../reports/pipeline.js';
 import { PreflightRequest } from '../reports/schemas.js';
 import { transactionPreflight, type PreflightInput, type PreflightOptions } from './preflight.js';
 import { PreflightReport } from './schemas.js';
+
+const MAX_UINT256 = 2n ** 256n - 1n;
 
 export const PREFLIGHT_DESCRIPTION = [
   'Simulates the unsigned transaction on the latest Base state (eth_simulateV1 with traced native transfers; eth_call with debug_traceCall on nodes without it) and reports what it would do: destination kind (EOA, contract, EIP-7702 delegated EOA, precompile), decoded calldata (ERC-20, ERC-2612 permit, Permit2, setApprovalForAll, multicall and Multicall3 batches), asset changes, decoded logs and findings.',
@@ -25,6 +28,11 @@ export function transactionPreflightReportDef(chain: ChainClient, opts: Prefligh
       to: '0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913',
       from: '0x1111111111111111111111111111111111111111',
       data: '0xa9059cbb00000000000000000000000022222222222222222222222222222222222222220000000000000000000000000000000000000000000000000000000000989680',
+    },
+    check: (input: PreflightInput) => {
+      if (input.valueWei !== undefined && BigInt(input.valueWei) > MAX_UINT256) {
+        throw new AppError('invalid_request', 'body/valueWei: must be at most 2^256 - 1', { errors: [{ path: 'body/valueWei', message: 'must be at most 2^256 - 1' }] });
+      }
     },
     produce: (input: PreflightInput, now) => transactionPreflight(chain, input, now, opts),
   };

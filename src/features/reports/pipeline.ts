@@ -22,6 +22,11 @@ export interface PaidReportDef {
   summary: string;
   description: string;
   example?: Record<string, unknown>;
+  /**
+   * Checks the schema cannot express (a number's range, say); throws a 400 AppError. Runs
+   * before anything about payment, like the schema itself.
+   */
+  check?(input: any): void;
   produce(input: any, now: Date): Promise<Record<string, unknown>>;
 }
 
@@ -84,6 +89,7 @@ export class PaidReports {
     const now = this.deps.clock.now();
     const path = PAID_REPORTS[def.name].path;
     const input = def.body ? request.body : {};
+    def.check?.(input);
     const inputDigest = digestOf({ path, input });
     const order = await this.boundOrder(request, path, inputDigest, now);
     if (order?.report_id) {
