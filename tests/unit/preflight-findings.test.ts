@@ -114,7 +114,14 @@ describe('approvals', () => {
     const permit2 = encodeFunctionData({ abi: parseAbi(['function approve(address token, address spender, uint160 amount, uint48 expiration)']), args: [USDC, CONTRACT, maxUint160, 1] });
     expect(run({ to: PERMIT2_ADDRESS, data: permit2 })).toEqual(['warn:approval_unlimited']);
     expect(run({ data: enc('approve', [CONTRACT, 2n ** 128n]) })).toEqual(['warn:approval_unlimited']);
-    expect(run({ data: enc('approve', [CONTRACT, 2n ** 128n - 1n]) })).toEqual([]);
+    // Just below the unlimited threshold is still far above any USDC supply (next test).
+    expect(run({ data: enc('approve', [CONTRACT, 2n ** 128n - 1n]) })).toEqual(['warn:approval_very_large']);
+  });
+
+  it('approval_very_large for USDC, whose supply is not read, above 100 billion USDC', () => {
+    expect(run({ data: enc('approve', [CONTRACT, 10n ** 17n + 1n]) })).toEqual(['warn:approval_very_large']);
+    expect(run({ data: enc('approve', [CONTRACT, 10n ** 17n]) })).toEqual([]);
+    expect(run({ data: enc('approve', [CONTRACT, 10n ** 30n]) })).toEqual(['warn:approval_very_large']);
   });
 
   it('approval_very_large above the total supply, only when the supply is known and positive', () => {

@@ -2,7 +2,7 @@ import { size, type Address, type Hex } from 'viem';
 import type { AssetMovement } from './assets.js';
 import type { CalldataDecoding, TokenAction } from './calldata.js';
 import type { AccountCode } from './context.js';
-import { USDC, UNLIMITED_THRESHOLD, isBurnAddress, isPrecompile, same, type TokenMeta } from './known.js';
+import { SUPPLY_CEILING, USDC, UNLIMITED_THRESHOLD, isBurnAddress, isPrecompile, same, type TokenMeta } from './known.js';
 import type { DecodedRevert } from './revert.js';
 import type { TraceSummary } from './trace.js';
 
@@ -155,6 +155,9 @@ function actionFindings(x: TokenAction, e: PreflightEvidence, add: Add, kind: (a
     if (x.amount === 0n) add('approval_revoked', 'info', 'The transaction sets an allowance to zero (a revocation).', { ...where, spender: who });
     else if (x.amount >= UNLIMITED_THRESHOLD) add('approval_unlimited', 'warn', 'The transaction grants an unlimited allowance: the spender can take every token of this kind, now and later.', { ...where, spender: who, amount: x.amount.toString() });
     else if (meta?.totalSupply != null && meta.totalSupply > 0n && x.amount > meta.totalSupply) add('approval_very_large', 'warn', 'The allowance exceeds the token\'s total supply: in effect unlimited.', { ...where, spender: who, amount: x.amount.toString(), totalSupply: meta.totalSupply.toString() });
+    else if (meta?.totalSupply == null && x.token && SUPPLY_CEILING[x.token.toLowerCase()] !== undefined && x.amount > SUPPLY_CEILING[x.token.toLowerCase()]!) {
+      add('approval_very_large', 'warn', 'The allowance exceeds any supply this token has had: in effect unlimited.', { ...where, spender: who, amount: x.amount.toString(), supplyCeiling: SUPPLY_CEILING[x.token.toLowerCase()]!.toString() });
+    }
     if (x.deadline !== null && x.deadline > 0n && x.deadline < BigInt(Math.floor(now.getTime() / 1000)) && x.via.startsWith('permit')) {
       add('permit_expired', 'warn', 'The permit\'s deadline has passed; submitting it will fail.', { ...where, deadline: x.deadline.toString() });
     }

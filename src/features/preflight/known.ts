@@ -51,6 +51,16 @@ export const STATIC_TOKENS: Record<string, TokenMeta> = {
   [NATIVE_TOKEN.toLowerCase()]: { name: 'Ether', symbol: 'ETH', decimals: 18, totalSupply: null, standard: null },
 };
 
+/**
+ * For the tokens whose metadata is static (their supply is not read on every preflight): an
+ * allowance above this is more than the token has ever had in circulation, in effect unlimited
+ * (100 billion USDC; 10 million WETH).
+ */
+export const SUPPLY_CEILING: Record<string, bigint> = {
+  [USDC.toLowerCase()]: 100_000_000_000n * 10n ** 6n,
+  [WETH_ADDRESS.toLowerCase()]: 10_000_000n * 10n ** 18n,
+};
+
 /** Burn sinks: value sent there is gone for good. */
 export function isBurnAddress(address: string): boolean {
   const a = address.toLowerCase();
