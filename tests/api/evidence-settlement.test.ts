@@ -2,7 +2,7 @@
 // SQLite and PostgreSQL, because who wins a conflicting submission is the database's business.
 import { createServer, type AddressInfo, type Socket } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createTestClient, createWalletClient, http, type Address, type Hash } from 'viem';
+import { createTestClient, createWalletClient, encodeFunctionData, http, parseAbi, type Address, type Hash } from 'viem';
 import { privateKeyToAccount } from 'viem/accounts';
 import { USDC_ADDRESS, baseDevnetChain, fiatTokenAbi, freePort, type Devnet } from '../../src/devnet/index.js';
 import { verifyChain } from '../../src/features/evidence/verify.js';
@@ -17,6 +17,9 @@ let chain: ChainClient;
 let t: TestApp;
 let p: Created;
 const addr = (i: number): Address => devnet.accounts[i]!.address;
+const MULTICALL3: Address = '0xcA11bde05977b3631167028862bE2a173976CA11';
+const multicall3Abi = parseAbi(['function aggregate3((address target, bool allowFailure, bytes callData)[] calls) payable returns ((bool success, bytes returnData)[] returnData)']);
+const erc20Abi = parseAbi(['function approve(address spender, uint256 value) returns (bool)', 'function transferFrom(address from, address to, uint256 value) returns (bool)']);
 
 async function transfer(from: number, to: number, micro: bigint, gas?: bigint): Promise<Hash> {
   const wallet = createWalletClient({ account: privateKeyToAccount(devnet.accounts[from]!.privateKey), chain: baseDevnetChain(devnet.rpcUrl), transport: http(devnet.rpcUrl) });
@@ -48,6 +51,36 @@ afterAll(async () => {
 });
 
 describe('settlement reconciliation', () => {
+  it('one payment settles one intent: a second chain naming the same transfer gets MISMATCH', async () => {
+    const a = await chainFor('2.25');
+    const b = await chainFor('2.25');
+    const hash = await transfer(1, 2, 2_250_000n);
+    expect(await settleOk(a.evidenceChainId, hash)).toMatchObject({ result: 'MATCH' });
+    const second = await settleOk(b.evidenceChainId, hash);
+    expect(second).toMatchObject({ result: 'MISMATCH', mismatches: [] });
+    expect(second.reason).toContain(a.evidenceChainId);
+    // The first chain's MATCH stands, and replays as it was.
+    expect(await settleOk(a.evidenceChainId, hash)).toMatchObject({ result: 'MATCH', replayed: true });
+    expect(json(await readSummary(t, b.evidenceChainId, p.agentKey))).toMatchObject({ reconciliation: 'MISMATCH' });
+  });
+
+  it('two transfers in one transaction can settle two intents, one each', async () => {
+    // Multicall3 batches two USDC transferFrom calls of one payer into one transaction.
+    const payer = devnet.accounts[3]!;
+    const wallet = createWalletClient({ account: privateKeyToAccount(payer.privateKey), chain: baseDevnetChain(devnet.rpcUrl), transport: http(devnet.rpcUrl) });
+    const a = await chainFor('0.75');
+    const b = await chainFor('0.75');
+    const approve = await wallet.writeContract({ address: USDC_ADDRESS, abi: erc20Abi, functionName: 'approve', args: [MULTICALL3, 1_500_000n] });
+    await chain.waitForTransactionReceipt({ hash: approve });
+    const call = { target: USDC_ADDRESS, allowFailure: false, callData: encodeFunctionData({ abi: erc20Abi, functionName: 'transferFrom', args: [payer.address, addr(2), 750_000n] }) };
+    const hash = await wallet.writeContract({ address: MULTICALL3, abi: multicall3Abi, functionName: 'aggregate3', args: [[call, call]] });
+    await chain.waitForTransactionReceipt({ hash });
+    expect(await settleOk(a.evidenceChainId, hash)).toMatchObject({ result: 'MATCH' });
+    expect(await settleOk(b.evidenceChainId, hash)).toMatchObject({ result: 'MATCH' });
+    const c = await chainFor('0.75');
+    expect(await settleOk(c.evidenceChainId, hash)).toMatchObject({ result: 'MISMATCH' });
+  });
+
   it('MATCH for the intended transfer; the same txHash again is replayed; another txHash is 409', async () => {
     const c = await chainFor('1.5', 1);
     const hash = await transfer(1, 2, 1_500_000n);

@@ -1,6 +1,6 @@
 import type { Hash } from 'viem';
 import type { Database } from '../../platform/db/database.js';
-import { writeTransaction } from '../../platform/db/tx.js';
+import { writeTransaction, type Tx } from '../../platform/db/tx.js';
 import { AppError } from '../../platform/errors.js';
 import { UPSTREAM_DETAIL } from '../../platform/chain.js';
 import type { ReceiptSigner } from '../../platform/receipts.js';
@@ -8,7 +8,7 @@ import type { PaymentEvidence } from '../reports/payment-proof.js';
 import type { ChainEvent, EventType, Intent } from './hashing.js';
 import type { AgentKey, EvidenceService } from './service.js';
 import { planAfterReading, planBeforeReading, reconcileSettlement, type RecordedSettlement, type SettlementObservation } from './settlement.js';
-import { storage } from './store.js';
+import { storage, type EvidenceStore } from './store.js';
 import { checkAgainstIntent } from './summary.js';
 
 /** The unsigned transaction of a preflight attachment (the paid preflight's request body). */
@@ -110,13 +110,31 @@ export class DirectChecks {
         const plan = planAfterReading(recordedOf(latest), seen?.evidenceId, observation);
         if (plan.action === 'conflict') throw new AppError('evidence_conflict', plan.detail);
         if (plan.action === 'replay') return settlementAnswer(chain.id, latest!, true);
-        const body = observation as unknown as Record<string, unknown>;
+        const judged = await claimOrMismatch(store, tx, chain.id, observation, now);
+        const body = judged as unknown as Record<string, unknown>;
         const receipt = this.sign(chain.id, 'SETTLEMENT_RECONCILED', body, now);
         const event = await store.append(tx, locked, 'SETTLEMENT_RECONCILED', { ...body, receipt }, now);
         return settlementAnswer(chain.id, event, false);
       }),
     );
   }
+}
+
+/**
+ * A MATCH holds only if the paying Transfer is not already the settlement of another chain: one
+ * payment settles one intent. The first matching Transfer of the transaction that is free (or
+ * already this chain's) is claimed; when every one is held by another chain, the answer is
+ * MISMATCH, naming that chain.
+ */
+async function claimOrMismatch(store: EvidenceStore, tx: Tx, chainId: string, o: SettlementObservation, now: Date): Promise<SettlementObservation> {
+  if (o.result !== 'MATCH') return o;
+  const eq = (a: string | undefined, b: string) => a !== undefined && a.toLowerCase() === b.toLowerCase();
+  const paying = o.transfers.filter(
+    (t) => eq(o.expected.recipient, t.to) && t.amount === o.expected.amount && (!o.expected.expectedFrom || eq(o.expected.expectedFrom, t.from)),
+  );
+  for (const t of paying) if (await store.claimTransfer(tx, o.txHash, t.logIndex, chainId, now)) return o;
+  const holder = await store.claimHolder(tx, o.txHash);
+  return { ...o, result: 'MISMATCH', reason: `this payment is already reconciled as the settlement of evidence chain ${holder ?? 'another chain'}; one payment settles one intent` };
 }
 
 function sameOrConflict(recorded: ChainEvent, inputDigest: string): ChainEvent {

@@ -122,12 +122,39 @@ export class EvidenceStore {
     return row !== undefined;
   }
 
+  /**
+   * Claims a USDC Transfer as the settlement of `chainId`. True when it is (now, or already was)
+   * this chain's; false when another chain holds it. A concurrent claim of the same transfer
+   * waits for the first to commit, then sees it.
+   */
+  async claimTransfer(tx: Tx, txHash: string, logIndex: number, chainId: string, now: Date): Promise<boolean> {
+    await tx
+      .insertInto('evidence_settlement_claims')
+      .values({ tx_hash: txHash, log_index: logIndex, chain_id: chainId, created_at: now.toISOString() })
+      .onConflict((oc) => oc.columns(['tx_hash', 'log_index']).doNothing())
+      .execute();
+    const holder = await tx
+      .selectFrom('evidence_settlement_claims')
+      .select('chain_id')
+      .where('tx_hash', '=', txHash)
+      .where('log_index', '=', logIndex)
+      .executeTakeFirstOrThrow();
+    return holder.chain_id === chainId;
+  }
+
+  /** The chain holding a claim on this transaction, if any (for the answer's reason). */
+  async claimHolder(tx: Tx, txHash: string): Promise<string | undefined> {
+    const row = await tx.selectFrom('evidence_settlement_claims').select('chain_id').where('tx_hash', '=', txHash).executeTakeFirst();
+    return row?.chain_id;
+  }
+
   /** Deletes the chains (and their events) of policies whose access ended; returns how many chains. */
   async purgeExpired(now: Date): Promise<number> {
     const iso = now.toISOString();
     return this.db.transaction().execute(async (tx) => {
       const expired = tx.selectFrom('policies').select('id').where('access_expires_at', '<=', iso);
       const chains = tx.selectFrom('evidence_chains').select('id').where('policy_id', 'in', expired);
+      await tx.deleteFrom('evidence_settlement_claims').where('chain_id', 'in', chains).execute();
       await tx.deleteFrom('evidence_events').where('chain_id', 'in', chains).execute();
       const res = await tx.deleteFrom('evidence_chains').where('policy_id', 'in', expired).executeTakeFirst();
       return Number(res.numDeletedRows);

@@ -167,6 +167,20 @@ function migrations(dialect: Dialect): Record<string, Migration> {
         await db.schema.createIndex('evidence_events_chain_sequence').unique().on('evidence_events').columns(['chain_id', 'sequence']).execute();
       },
     },
+    '0005_evidence_settlement_claims': {
+      async up(db: Kysely<any>) {
+        await db.schema
+          .createTable('evidence_settlement_claims')
+          .addColumn('tx_hash', 'text', (c) => c.notNull())
+          .addColumn('log_index', 'integer', (c) => c.notNull())
+          .addColumn('chain_id', 'text', (c) => c.notNull().references('evidence_chains.id'))
+          .addColumn('created_at', 'text', (c) => c.notNull())
+          // One transfer, one chain: the database refuses a second claim.
+          .addPrimaryKeyConstraint('evidence_settlement_claims_pk', ['tx_hash', 'log_index'])
+          .execute();
+        await db.schema.createIndex('evidence_settlement_claims_chain').on('evidence_settlement_claims').column('chain_id').execute();
+      },
+    },
   };
 }
 

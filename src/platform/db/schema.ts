@@ -16,6 +16,7 @@ export interface DB {
   orders: OrdersTable;
   evidence_chains: EvidenceChainsTable;
   evidence_events: EvidenceEventsTable;
+  evidence_settlement_claims: EvidenceSettlementClaimsTable;
 }
 
 /** A bigint column as the drivers return it. */
@@ -161,4 +162,15 @@ export interface EvidenceEventsTable {
   created_at: string;
   prev_hash: string;
   hash: string;
+}
+
+/**
+ * Which evidence chain a USDC Transfer (transaction and log index) was reconciled as the MATCH
+ * of: one payment settles one intent, however many chains name its transaction.
+ */
+export interface EvidenceSettlementClaimsTable {
+  tx_hash: string;
+  log_index: number;
+  chain_id: string;
+  created_at: string;
 }
