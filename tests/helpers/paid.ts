@@ -241,3 +241,32 @@ export async function startHttpProxy(target: string, initial?: ProxyRule): Promi
       }),
   };
 }
+
+/**
+ * A paid stack whose facilitator holds every settle: the service is told
+ * `invalid_exact_evm_transaction_failed` (an uncertain outcome), and the test releases each held
+ * settle to the real facilitator when it wants the transfer to land (`held[i]()`).
+ */
+export async function startHoldingStack(base: PaidStack, config: Partial<Config> = {}) {
+  const held: Array<() => Promise<unknown>> = [];
+  const proxy = await startHttpProxy(base.devnet.facilitatorUrl, async (req, forward) => {
+    if (req.url !== '/settle') return forward();
+    held.push(forward);
+    return { status: 200, body: JSON.stringify({ success: false, errorReason: 'invalid_exact_evm_transaction_failed', transaction: '', network: 'eip155:8453' }) };
+  });
+  const stack = await startPaidStack({ devnet: base.devnet, database: base.t.database, config: { facilitatorUrl: proxy.url, ...config } });
+  return {
+    stack,
+    held,
+    async close() {
+      await stack.close();
+      await proxy.close();
+    },
+  };
+}
+
+/** A JSON-RPC call to the devnet's node (anvil_mine, evm_increaseTime, …). */
+export const devnetRpc = (devnet: Devnet, method: string, params: unknown[]) =>
+  fetch(devnet.rpcUrl, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ jsonrpc: '2.0', id: 1, method, params }) }).then(
+    (r) => r.json() as Promise<{ result?: unknown; error?: unknown }>,
+  );

@@ -3,7 +3,6 @@
 // and the report is restored once the chain shows the payment; an upstream failure while
 // producing the report is a 502 with nothing settled.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Config } from '../../src/config.js';
 import { decodePaymentSignatureHeader } from '@x402/core/http';
 import { createPublicClient, createWalletClient, http, parseAbi, parseSignature, type Hex } from 'viem';
 import { privateKeyToAccount } from 'viem/accounts';
@@ -15,6 +14,8 @@ import {
   eventually,
   faultyDatabase,
   recordingPayingFetch,
+  startHoldingStack,
+  devnetRpc,
   startHttpProxy,
   startPaidStack,
   type PaidStack,
@@ -331,40 +332,18 @@ describe('the authorization is settled by someone else', () => {
 });
 
 describe('a settlement left uncertain', () => {
-  /** A facilitator in front of the devnet's that holds every settle until the test releases it. */
-  async function holdingStack(config: Partial<Config> = {}) {
-    const held: Array<() => Promise<unknown>> = [];
-    const proxy = await startHttpProxy(devnet.facilitatorUrl, async (req, forward) => {
-      if (req.url !== '/settle') return forward();
-      held.push(forward);
-      return { status: 200, body: JSON.stringify({ success: false, errorReason: 'invalid_exact_evm_transaction_failed', transaction: '', network: 'eip155:8453' }) };
-    });
-    const stack = await startPaidStack({ devnet, database: s.t.database, config: { facilitatorUrl: proxy.url, ...config } });
-    return {
-      stack,
-      held,
-      async close() {
-        await stack.close();
-        await proxy.close();
-      },
-    };
-  }
-
-  const rpc = (method: string, params: unknown[]) =>
-    fetch(devnet.rpcUrl, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ jsonrpc: '2.0', id: 1, method, params }) }).then((r) => r.json());
-
   it('is found by recovery even when it lands many blocks after the order (logs are read in chunks)', async () => {
     const payer = addressOf(3);
     const charged = await ledger(payer);
     // Chunks of 400 blocks (RPC_LOG_BLOCK_RANGE), 1,000 blocks mined: the settlement is in the third.
-    const h = await holdingStack({ rpcLogBlockRange: 400 });
+    const h = await startHoldingStack(s, { rpcLogBlockRange: 400 });
     h.stack.t.clock.set(new Date());
     try {
       const res = await recordingPayingFetch(h.stack, 3).fetch(`${h.stack.url}/api/quick-check`);
       expect(res.status).toBe(202);
       const pending = await res.json();
       // At one timestamp, so that the authorization stays valid.
-      expect(await rpc('anvil_mine', ['0x3e8', '0x0'])).toMatchObject({ result: null });
+      expect(await devnetRpc(devnet, 'anvil_mine', ['0x3e8', '0x0'])).toMatchObject({ result: null });
       await h.held[0]!(); // the held settle reaches the facilitator, and lands
       await charged(QUICK_PRICE);
       const restored = await postJson(`${h.stack.url}/api/orders/recover`, { id: pending.orderId, key: pending.recoveryKey });
@@ -376,37 +355,6 @@ describe('a settlement left uncertain', () => {
     }
   });
 
-  it('fails, with nothing charged, once its authorization expired unused; the order can then be paid again', async () => {
-    const payer = addressOf(8);
-    const charged = await ledger(payer);
-    const h = await holdingStack();
-    try {
-      h.stack.t.clock.set(new Date());
-      const { fetch: pay, signatures } = recordingPayingFetch(h.stack, 8);
-      const res = await pay(`${h.stack.url}/api/quick-check`);
-      expect(res.status).toBe(202);
-      const pending = await res.json();
-      const recover = () => postJson(`${h.stack.url}/api/orders/recover`, { id: pending.orderId, key: pending.recoveryKey });
-
-      // Still within validBefore: the authorization could yet be used, so the order stays pending.
-      expect((await recover()).status).toBe(202);
-
-      // An hour later the authorization can never be used (USDC refuses it past validBefore).
-      h.stack.t.clock.set(new Date(Date.now() + 3_600_000));
-      const failed = await recover();
-      const problem = expectProblem(await asInjected(failed), 402, 'payment_invalid');
-      expect(problem.detail).toMatch(/expired without being used\).*nothing was charged/);
-      await charged(0n);
-      expect(await rowOf(signatures[0]!)).toMatchObject({ status: 'failed' });
-
-      // The same order is paid again through a working facilitator and restores the report.
-      const again = await recordingPayingFetch(s, 8).fetch(`${s.url}/api/quick-check`, { headers: { 'Report-Id': pending.orderId, 'Recovery-Key': pending.recoveryKey } });
-      expect(again.status).toBe(200);
-      await charged(QUICK_PRICE);
-    } finally {
-      await h.close();
-    }
-  });
 });
 
 describe('upstream failure while producing the report', () => {

@@ -1,10 +1,11 @@
-import { decodeEventLog, parseAbi, type Hex } from 'viem';
+import { decodeEventLog, encodeEventTopics, pad, parseAbi, toHex, type Hex } from 'viem';
 import type { ChainClient } from '../../platform/chain.js';
 import { USDC_ADDRESS } from '../../platform/prices.js';
 
 const usdcEvents = parseAbi([
   'event AuthorizationUsed(address indexed authorizer, bytes32 indexed nonce)',
   'event Transfer(address indexed from, address indexed to, uint256 value)',
+  'event AuthorizationCanceled(address indexed authorizer, bytes32 indexed nonce)',
 ]);
 const authorizationStateAbi = parseAbi(['function authorizationState(address authorizer, bytes32 nonce) view returns (bool)']);
 
@@ -23,8 +24,17 @@ const DEFAULT_LOG_BLOCK_RANGE = 5_000n;
 
 export type LookupResult =
   | { found: true; transaction: string; confirmations: number }
-  /** `unused`: USDC says this authorization's nonce was never used, so nothing was charged (yet). */
-  | { found: false; reason: string; unused?: boolean };
+  | {
+      found: false;
+      reason: string;
+      /**
+       * USDC said, at a block with this timestamp (chain time, seconds), that the authorization's
+       * nonce was unused: nothing was charged up to that block.
+       */
+      unusedAt?: bigint;
+      /** The nonce is spent without paying us (cancelled, or used for another transfer): it never will. */
+      spentElsewhere?: boolean;
+    };
 
 const same = (a: string, b: string) => a.toLowerCase() === b.toLowerCase();
 
@@ -51,29 +61,43 @@ export async function findSettlement(
     last = await settlementAt(chain, want, at.knownTx as Hex);
     if (last.found) return last;
   }
+  // One block for both reads, so that "unused" is known together with that block's time.
+  const block = await chain.getBlock({ blockTag: 'latest' });
   const used = await chain.readContract({
     address: USDC_ADDRESS,
     abi: authorizationStateAbi,
     functionName: 'authorizationState',
     args: [want.payer as Hex, want.nonce as Hex],
+    blockNumber: block.number,
   });
-  if (!used) return { found: false, reason: 'this payment authorization has not been used on chain', unused: true };
+  if (!used) return { found: false, reason: 'this payment authorization has not been used on chain', unusedAt: block.timestamp };
   const range = at.logBlockRange && at.logBlockRange > 0 ? BigInt(at.logBlockRange) : DEFAULT_LOG_BLOCK_RANGE;
-  const head = await chain.getBlockNumber({ cacheTime: 0 });
-  for (let from = want.fromBlock; from <= head; from += range) {
-    const to = from + range - 1n < head ? from + range - 1n : head;
-    const logs = await chain.getLogs({
-      address: USDC_ADDRESS,
-      event: usdcEvents[0],
-      args: { authorizer: want.payer as Hex, nonce: want.nonce as Hex },
-      fromBlock: from,
-      toBlock: to,
+  const topics = [
+    [encodeEventTopics({ abi: usdcEvents, eventName: 'AuthorizationUsed' })[0]!, encodeEventTopics({ abi: usdcEvents, eventName: 'AuthorizationCanceled' })[0]!],
+    pad(want.payer.toLowerCase() as Hex, { size: 32 }),
+    want.nonce.toLowerCase() as Hex,
+  ];
+  for (let from = want.fromBlock; from <= block.number; from += range) {
+    const to = from + range - 1n < block.number ? from + range - 1n : block.number;
+    const logs = await chain.request({
+      method: 'eth_getLogs',
+      params: [{ address: USDC_ADDRESS, topics, fromBlock: toHex(from), toBlock: toHex(to) }],
     });
-    const hash = logs[0]?.transactionHash;
-    if (hash) return settlementAt(chain, want, hash);
+    const log = logs[0];
+    if (!log) continue;
+    const event = decodeEventLog({ abi: usdcEvents, data: log.data, topics: log.topics as [Hex, ...Hex[]] });
+    if (event.eventName === 'AuthorizationCanceled') {
+      return { found: false, reason: 'the payer cancelled this payment authorization', spentElsewhere: true };
+    }
+    const settled = await settlementAt(chain, want, log.transactionHash as Hex);
+    if (settled.found) return settled;
+    if (settled.reason === NOT_OURS) return { found: false, reason: 'the authorization was used for another transfer', spentElsewhere: true };
+    return settled;
   }
   return last ?? { found: false, reason: 'the authorization was used, but no settlement of it was found since the order was stored' };
 }
+
+const NOT_OURS = 'the transaction does not settle this payment authorization';
 
 async function settlementAt(chain: ChainClient, want: ExpectedSettlement, hash: Hex): Promise<LookupResult> {
   const receipt = await chain.getTransactionReceipt({ hash }).catch(() => undefined);
@@ -91,7 +115,7 @@ async function settlementAt(chain: ChainClient, want: ExpectedSettlement, hash: 
       // Another USDC event (Approval, Mint, …): not part of a settlement.
     }
   }
-  if (!used || !paid) return { found: false, reason: 'the transaction does not settle this payment authorization' };
+  if (!used || !paid) return { found: false, reason: NOT_OURS };
   const head = await chain.getBlockNumber({ cacheTime: 0 });
   return { found: true, transaction: hash, confirmations: Number(head - receipt.blockNumber + 1n) };
 }

@@ -71,12 +71,16 @@ export class SettlementService {
     const seen = await this.lookup(row, txHash);
     if (seen.found) return this.settledOnChain(row, seen, undefined, !settling);
     if (row.status === 'failed') return failed(row.failure ?? 'settlement failed');
-    // An authorization that was never used and can no longer be (its validBefore has passed)
-    // will never charge anything: the order is failed, and may be paid again.
-    if (!settling && 'unused' in seen && seen.unused && this.expired(row)) {
-      const reason = 'the payment authorization expired without being used';
-      await this.store.markStatus(row.id, 'failed', { failure: reason }).catch(() => {});
-      return failed(reason);
+    // An authorization that can never charge anything makes the order failed (it may then be
+    // paid again): cancelled by the payer, spent on another transfer, or still unused at a block
+    // whose time is past its validBefore (USDC refuses it from then on). Chain time, not ours.
+    const never =
+      'spentElsewhere' in seen && seen.spentElsewhere ? seen.reason
+      : 'unusedAt' in seen && seen.unusedAt !== undefined && this.pastValidBefore(row, seen.unusedAt) ? 'the payment authorization expired without being used'
+      : undefined;
+    if (!settling && never) {
+      await this.store.markStatus(row.id, 'failed', { failure: never }).catch(() => {});
+      return failed(never);
     }
     if (txHash) return this.pending(row, seen.reason, undefined, undefined, !settling);
     if (settling) return this.pending(row, 'settlement in progress', undefined, undefined, false);
@@ -139,12 +143,15 @@ export class SettlementService {
     ).catch(() => ({ found: false as const, reason: 'the chain could not be read', unreadable: true as const }));
   }
 
-  /** Whether the row's authorization is past its validBefore (with a minute for clock skew and block times). */
-  private expired(row: PaidReportRow): boolean {
+  /**
+   * Whether chain time `blockTime` (seconds) is past the row's validBefore, with a minute's
+   * margin should that block be replaced by one with an earlier time.
+   */
+  private pastValidBefore(row: PaidReportRow, blockTime: bigint): boolean {
     const auth = (paymentOf(row).payload as { payload?: { authorization?: { validBefore?: unknown } } }).payload?.authorization;
-    const validBefore = typeof auth?.validBefore === 'string' || typeof auth?.validBefore === 'number' ? Number(auth.validBefore) : NaN;
-    if (!Number.isFinite(validBefore)) return false;
-    return this.deps.clock.now().getTime() / 1000 > validBefore + 60;
+    const text = typeof auth?.validBefore === 'string' || typeof auth?.validBefore === 'number' ? String(auth.validBefore) : '';
+    if (!/^[0-9]{1,20}$/.test(text)) return false;
+    return blockTime > BigInt(text) + 60n;
   }
 
   /** A settlement seen on chain: released with enough confirmations, pending before that. */

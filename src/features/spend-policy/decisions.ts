@@ -349,6 +349,14 @@ export class DecisionService {
   }
 }
 
+const POLICY_COLUMNS = [
+  'id', 'name', 'agent_id', 'rules', 'revision', 'status', 'agent_status', 'direct_checks', 'admin_key_hash', 'agent_key_hash',
+  'created_at', 'updated_at', 'access_expires_at', 'purged_at',
+] as const satisfies ReadonlyArray<keyof PolicyRow>;
+/** Fails to compile when a policy column is missing above. */
+const everyPolicyColumn: Exclude<keyof PolicyRow, (typeof POLICY_COLUMNS)[number]> extends never ? true : never = true;
+void everyPolicyColumn;
+
 const DECISION_COLUMNS = [
   'id', 'policy_id', 'request_id', 'agent_id', 'recipient', 'amount_micro', 'request_digest', 'decision', 'reasons',
   'policy_revision', 'day', 'approval_status', 'approval_expires_at', 'approved_at', 'approval_note', 'created_at', 'receipt',
@@ -392,7 +400,9 @@ function hotQueries(database: Database) {
     snapshot: preparedQuery(['policyId', 'requestId', 'day', 'recipient', 'amount'], (p) => {
       const q = db
         .selectFrom('policies')
-        .selectAll('policies')
+        // Named columns, not policies.*: this is a prepared statement on PostgreSQL, and a column
+        // added by a newer instance during a rolling deploy must not break its cached plan.
+        .select(POLICY_COLUMNS.map((c) => `policies.${c}` as const))
         .select((eb) => [
           eb.selectFrom('decisions').select('decisions.id').where('decisions.policy_id', '=', p.policyId).where('decisions.request_id', '=', p.requestId).as('existing_id'),
           ...totalsColumns(eb, p),

@@ -176,6 +176,8 @@ export class PolicyStore {
       .execute();
     for (const { id } of expired) {
       await this.database.db.transaction().execute(async (tx) => {
+        // The policy row first, as decision batches lock it, so the two never deadlock.
+        await loadPolicy(this.database, tx, id, true);
         await tx.deleteFrom('policy_day_repeats').where('policy_id', '=', id).execute();
         await tx.deleteFrom('policy_day_spend').where('policy_id', '=', id).execute();
         await tx.deleteFrom('decisions').where('policy_id', '=', id).execute();

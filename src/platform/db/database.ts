@@ -92,6 +92,8 @@ function startCheckpointer(sqlite: SQLite.Database, file: string): { stop(): Pro
     { eval: true, workerData: { driver: requireHere.resolve('better-sqlite3'), file: resolve(file), intervalMs: CHECKPOINT_INTERVAL_MS } },
   );
   worker.unref();
+  let exited = false;
+  worker.once('exit', () => (exited = true));
   // Losing the worker only brings back the slower in-line checkpoints; it never loses data.
   worker.on('error', () => {
     try {
@@ -102,9 +104,10 @@ function startCheckpointer(sqlite: SQLite.Database, file: string): { stop(): Pro
   });
   return {
     async stop() {
-      const exited = new Promise<void>((done) => worker.once('exit', () => done()));
+      if (exited) return;
+      const gone = new Promise<void>((done) => worker.once('exit', () => done()));
       worker.postMessage('stop');
-      await Promise.race([exited, new Promise<void>((done) => setTimeout(done, 2000).unref())]);
+      await Promise.race([gone, new Promise<void>((done) => setTimeout(done, 2000).unref())]);
       await worker.terminate();
     },
   };
