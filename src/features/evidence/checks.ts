@@ -7,7 +7,7 @@ import type { ReceiptSigner } from '../../platform/receipts.js';
 import type { PaymentEvidence } from '../reports/payment-proof.js';
 import type { ChainEvent, EventType, Intent } from './hashing.js';
 import type { AgentKey, EvidenceService } from './service.js';
-import { planAfterReading, planBeforeReading, reconcileSettlement, type RecordedSettlement, type SettlementObservation } from './settlement.js';
+import { payingTransfers, planAfterReading, planBeforeReading, reconcileSettlement, type RecordedSettlement, type SettlementObservation } from './settlement.js';
 import { storage, type EvidenceStore } from './store.js';
 import { checkAgainstIntent } from './summary.js';
 
@@ -128,11 +128,7 @@ export class DirectChecks {
  */
 async function claimOrMismatch(store: EvidenceStore, tx: Tx, chainId: string, o: SettlementObservation, now: Date): Promise<SettlementObservation> {
   if (o.result !== 'MATCH') return o;
-  const eq = (a: string | undefined, b: string) => a !== undefined && a.toLowerCase() === b.toLowerCase();
-  const paying = o.transfers.filter(
-    (t) => eq(o.expected.recipient, t.to) && t.amount === o.expected.amount && (!o.expected.expectedFrom || eq(o.expected.expectedFrom, t.from)),
-  );
-  for (const t of paying) if (await store.claimTransfer(tx, o.txHash, t.logIndex, chainId, now)) return o;
+  for (const t of payingTransfers(o)) if (await store.claimTransfer(tx, o.txHash, t.logIndex, chainId, now)) return o;
   const holder = await store.claimHolder(tx, o.txHash);
   return { ...o, result: 'MISMATCH', reason: `this payment is already reconciled as the settlement of evidence chain ${holder ?? 'another chain'}; one payment settles one intent` };
 }

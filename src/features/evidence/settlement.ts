@@ -86,6 +86,18 @@ export function reconcileSettlement(
   };
 }
 
+/**
+ * The Transfers of an observation that pay its intent: to the recipient, exactly the amount,
+ * from expectedFrom when the intent names one. A MATCH claims the first of them that no other
+ * evidence chain holds.
+ */
+export function payingTransfers(o: Pick<SettlementObservation, 'transfers' | 'expected'>): SettlementObservation['transfers'] {
+  const eq = (a: string | undefined, b: string) => a !== undefined && a.toLowerCase() === b.toLowerCase();
+  return o.transfers.filter(
+    (t) => eq(o.expected.recipient, t.to) && t.amount === o.expected.amount && (!o.expected.expectedFrom || eq(o.expected.expectedFrom, t.from)),
+  );
+}
+
 /** A recorded SETTLEMENT_RECONCILED event, as far as the plan needs it. */
 export interface RecordedSettlement {
   evidenceId: string;

@@ -1,5 +1,6 @@
 import { Migrator, sql, type Kysely, type Migration } from 'kysely';
 import type { Dialect } from './database.js';
+import { payingTransfers, type SettlementObservation } from '../../features/evidence/settlement.js';
 
 /**
  * Migrations run at start, in order, once each. They are written once for both databases:
@@ -179,6 +180,27 @@ function migrations(dialect: Dialect): Record<string, Migration> {
           .addPrimaryKeyConstraint('evidence_settlement_claims_pk', ['tx_hash', 'log_index'])
           .execute();
         await db.schema.createIndex('evidence_settlement_claims_chain').on('evidence_settlement_claims').column('chain_id').execute();
+        // Chains reconciled as MATCH before this table existed hold their transfers too, oldest
+        // first, so a new chain cannot claim a payment an existing one already settled.
+        const matches = await db
+          .selectFrom('evidence_events')
+          .select(['chain_id', 'body', 'created_at'])
+          .where('event_type', '=', 'SETTLEMENT_RECONCILED')
+          .orderBy('created_at')
+          .orderBy('id')
+          .execute();
+        for (const e of matches as Array<{ chain_id: string; body: string; created_at: string }>) {
+          const o = JSON.parse(e.body) as SettlementObservation;
+          if (o.result !== 'MATCH') continue;
+          for (const t of payingTransfers(o)) {
+            const res = await db
+              .insertInto('evidence_settlement_claims')
+              .values({ tx_hash: o.txHash.toLowerCase(), log_index: t.logIndex, chain_id: e.chain_id, created_at: e.created_at })
+              .onConflict((oc: any) => oc.columns(['tx_hash', 'log_index']).doNothing())
+              .executeTakeFirst();
+            if (Number(res.numInsertedOrUpdatedRows ?? 0) > 0) break;
+          }
+        }
       },
     },
   };
