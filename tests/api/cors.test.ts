@@ -1,17 +1,12 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { EVALUATE_BODY } from '../../bench/targets/evaluate.js';
-import { createTestApp, type TestApp } from '../helpers/app.js';
+import { createTestApp } from '../helpers/app.js';
+import { suiteFixture } from '../helpers/suite.js';
 
 const ORIGIN = 'https://wallet.example';
 
 describe('CORS', () => {
-  let t: TestApp;
-  beforeAll(async () => {
-    t = await createTestApp();
-  });
-  afterAll(async () => {
-    await t.close();
-  });
+  const t = suiteFixture(() => createTestApp());
 
   const evaluate = (headers: Record<string, string> = {}) =>
     t.app.inject({ method: 'POST', url: '/api/spendpolicy/evaluate', headers, payload: EVALUATE_BODY });

@@ -1,17 +1,12 @@
 import { sql } from 'kysely';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { migrateToLatest } from '../../src/platform/db/migrations.js';
-import { createTestApp, json, ADDR, type TestApp } from '../helpers/app.js';
+import { createTestApp, json, ADDR } from '../helpers/app.js';
+import { suiteFixture } from '../helpers/suite.js';
 
 // Migration 0005 claims, for chains reconciled as MATCH before it, the transfers they matched.
 describe('migration 0005 (settlement claims) on existing evidence', () => {
-  let t: TestApp;
-  beforeAll(async () => {
-    t = await createTestApp();
-  });
-  afterAll(async () => {
-    await t.close();
-  });
+  const t = suiteFixture(() => createTestApp());
 
   it('claims the paying transfer of every earlier MATCH, the oldest chain first', async () => {
     const res = await t.app.inject({
