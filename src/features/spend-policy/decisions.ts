@@ -319,20 +319,6 @@ export class DecisionService {
     };
   }
 
-  private totalsColumns(eb: ExpressionBuilder<DB, 'policies'>, policyId: string, day: string, recipient: string, amount: bigint) {
-    return [
-      eb.selectFrom('policy_day_spend').select('spent_micro').where('policy_day_spend.policy_id', '=', policyId).where('policy_day_spend.day', '=', day).as('spent_micro'),
-      eb
-        .selectFrom('policy_day_repeats')
-        .select('policy_day_repeats.count')
-        .where('policy_day_repeats.policy_id', '=', policyId)
-        .where('policy_day_repeats.day', '=', day)
-        .where('policy_day_repeats.recipient', '=', recipient.toLowerCase())
-        .where('policy_day_repeats.amount_micro', '=', amount)
-        .as('repeat_count'),
-    ] as const;
-  }
-
   private async totals(tx: Tx, policyId: string, day: string, recipient: string, amount: bigint): Promise<{ spent: bigint; repeats: number }> {
     const { rows } = await this.hot.totals(tx, { policyId, day, recipient: recipient.toLowerCase(), amount });
     const row = rows[0];
