@@ -17,51 +17,19 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { createPublicClient, http } from 'viem';
-import { base } from 'viem/chains';
+import { countingClient, type RpcCounter } from './lib/rpc-counter.js';
+import { median, percentileSorted, round } from './lib/stats.js';
 import { startDevnet } from '../src/devnet/index.js';
 import { transactionPreflight, type PreflightInput } from '../src/features/preflight/preflight.js';
 import { preflightRpcCounter } from '../src/features/preflight/rpc.js';
-import type { ChainClient } from '../src/platform/chain.js';
 import { preflightCase, preparePreflightScenarios } from '../tests/helpers/preflight-scenarios.js';
 
 const ITERATIONS = Number(process.env.BENCH_ITERATIONS ?? 50);
 const LATENCY_MS = Number(process.env.BENCH_LATENCY_MS ?? 50);
 const RESULTS_FILE = fileURLToPath(new URL('./results/preflight-latest.json', import.meta.url));
 
-interface Counter {
-  requests: number;
-  rounds: number;
-  inFlight: number;
-}
-
-/** A ChainClient like the service's whose fetches are counted, delayed, and can refuse eth_simulateV1. */
-function countingClient(rpcUrl: string, counter: Counter, latencyMs: number, noSimulate: boolean): ChainClient {
-  const fetchFn: typeof fetch = async (input, init) => {
-    counter.requests += 1;
-    if (counter.inFlight === 0) counter.rounds += 1;
-    counter.inFlight += 1;
-    try {
-      if (latencyMs > 0) await new Promise((r) => setTimeout(r, latencyMs));
-      const body = JSON.parse(String(init?.body)) as { id: number; method: string };
-      if (noSimulate && body.method === 'eth_simulateV1') {
-        return new Response(JSON.stringify({ jsonrpc: '2.0', id: body.id, error: { code: -32601, message: 'method not found' } }), { headers: { 'content-type': 'application/json' } });
-      }
-      return await fetch(input, init);
-    } finally {
-      counter.inFlight -= 1;
-    }
-  };
-  return createPublicClient({ chain: base, transport: http(rpcUrl, { fetchFn, retryCount: 1 }) }) as ChainClient;
-}
-
-const median = (xs: number[]) => {
-  const s = [...xs].sort((a, b) => a - b);
-  const m = Math.floor(s.length / 2);
-  return s.length % 2 ? s[m]! : (s[m - 1]! + s[m]!) / 2;
-};
-const p95 = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.ceil(0.95 * xs.length) - 1)]!;
-const r1 = (x: number) => Math.round(x * 10) / 10;
+const p95 = (xs: number[]) => percentileSorted([...xs].sort((a, b) => a - b), 95);
+const r1 = (x: number) => round(x, 1);
 
 interface Row {
   target: string;
@@ -74,8 +42,8 @@ interface Row {
 }
 
 async function measure(target: string, input: PreflightInput, rpcUrl: string, latencyMs: number, noSimulate = false): Promise<Row> {
-  const counter: Counter = { requests: 0, rounds: 0, inFlight: 0 };
-  const chain = countingClient(rpcUrl, counter, latencyMs, noSimulate);
+  const counter: RpcCounter = { requests: 0, rounds: 0, inFlight: 0 };
+  const chain = countingClient(rpcUrl, counter, latencyMs, noSimulate ? ['eth_simulateV1'] : []);
   await transactionPreflight(chain, input, new Date()); // warm-up (JIT, sockets; the fallback learns eth_simulateV1 is missing)
   const times: number[] = [];
   const requests = new Set<number>();

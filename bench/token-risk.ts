@@ -16,46 +16,18 @@
 import { writeFileSync, mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { createPublicClient, fallback, http } from 'viem';
-import { base } from 'viem/chains';
+import { countingClient, type RpcCounter } from './lib/rpc-counter.js';
+import { median, percentileSorted, round } from './lib/stats.js';
 import { startDevnet } from '../src/devnet/index.js';
 import { tokenRisk } from '../src/features/token-risk/report.js';
 import type { RpcMeter } from '../src/features/token-risk/rpc.js';
-import type { ChainClient } from '../src/platform/chain.js';
 
 const ITERATIONS = Number(process.env.BENCH_ITERATIONS ?? 25);
 const LATENCY_MS = Number(process.env.BENCH_LATENCY_MS ?? 50);
 const RESULTS_FILE = fileURLToPath(new URL('./results/token-risk-latest.json', import.meta.url));
 
-interface Counter {
-  requests: number;
-  rounds: number;
-  inFlight: number;
-}
-
-/** A ChainClient like the service's, whose fetches are counted (and optionally delayed). */
-function countingClient(rpcUrl: string, counter: Counter, latencyMs: number): ChainClient {
-  const fetchFn: typeof fetch = async (input, init) => {
-    counter.requests += 1;
-    if (counter.inFlight === 0) counter.rounds += 1;
-    counter.inFlight += 1;
-    try {
-      if (latencyMs > 0) await new Promise((r) => setTimeout(r, latencyMs));
-      return await fetch(input, init);
-    } finally {
-      counter.inFlight -= 1;
-    }
-  };
-  return createPublicClient({ chain: base, transport: fallback([http(rpcUrl, { fetchFn, retryCount: 1 })], { rank: false, retryCount: 0 }) });
-}
-
-const median = (xs: number[]) => {
-  const s = [...xs].sort((a, b) => a - b);
-  const m = Math.floor(s.length / 2);
-  return s.length % 2 ? s[m]! : (s[m - 1]! + s[m]!) / 2;
-};
-const p95 = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.ceil(0.95 * xs.length) - 1)]!;
-const r1 = (x: number) => Math.round(x * 10) / 10;
+const p95 = (xs: number[]) => percentileSorted([...xs].sort((a, b) => a - b), 95);
+const r1 = (x: number) => round(x, 1);
 
 interface Row {
   target: string;
@@ -68,7 +40,7 @@ interface Row {
 }
 
 async function measure(name: string, address: string, rpcUrl: string, latencyMs: number): Promise<Row> {
-  const counter: Counter = { requests: 0, rounds: 0, inFlight: 0 };
+  const counter: RpcCounter = { requests: 0, rounds: 0, inFlight: 0 };
   const chain = countingClient(rpcUrl, counter, latencyMs);
   const times: number[] = [];
   const requests = new Set<number>();

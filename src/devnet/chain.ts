@@ -5,7 +5,7 @@ import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { createServer, type Socket } from 'node:net';
-import { defineChain, type Chain } from 'viem';
+import { createPublicClient, createTestClient, createWalletClient, defineChain, http, type Account, type Chain, type Hash } from 'viem';
 import { base } from 'viem/chains';
 
 export const BASE_CHAIN_ID = 8453;
@@ -27,6 +27,25 @@ export interface ChainHandle {
 /** viem's Base chain pointed at a local RPC: keeps Base's formatters and the Multicall3 address. */
 export function baseDevnetChain(rpcUrl: string): Chain {
   return defineChain({ ...base, rpcUrls: { default: { http: [rpcUrl] } } });
+}
+
+/**
+ * The viem clients devnet set-up code uses against `rpcUrl`, and `mined`, which waits for a
+ * transaction and throws, naming `what` was being set up, when it reverted.
+ */
+export function devnetClients(rpcUrl: string, what: string, opts: { pollingInterval?: number } = {}) {
+  const chain = baseDevnetChain(rpcUrl);
+  const transport = http(rpcUrl);
+  const polling = opts.pollingInterval ? { pollingInterval: opts.pollingInterval } : {};
+  const pub = createPublicClient({ chain, transport, ...polling });
+  const test = createTestClient({ mode: 'anvil', chain, transport });
+  const walletOf = (account: Account) => createWalletClient({ account, chain, transport });
+  const mined = async (hash: Hash) => {
+    const receipt = await pub.waitForTransactionReceipt({ hash, ...polling });
+    if (receipt.status !== 'success') throw new Error(`${what} tx ${hash} reverted`);
+    return receipt;
+  };
+  return { chain, transport, pub, test, walletOf, mined };
 }
 
 function defaultAnvilPath(): string {

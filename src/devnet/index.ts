@@ -7,7 +7,7 @@ import { deployUsdc, type UsdcDeployment } from './usdc.js';
 import { deployZoo, type ZooDeployment } from './zoo/index.js';
 
 export { ANVIL_MNEMONIC, anvilAccounts, devnetAdmin, type DevAccount } from './accounts.js';
-export { BASE_CHAIN_ID, baseDevnetChain, freePort, startChain, type ChainHandle, type StartChainOptions } from './chain.js';
+export { BASE_CHAIN_ID, baseDevnetChain, devnetClients, freePort, startChain, type ChainHandle, type StartChainOptions } from './chain.js';
 export {
   BASE_NETWORK,
   FAULT_REASON,

@@ -7,9 +7,9 @@ import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { createPublicClient, createTestClient, createWalletClient, getAddress, http, maxUint256, parseEther, type Abi, type Address, type Hash, type Hex } from 'viem';
+import { getAddress, maxUint256, parseEther, type Abi, type Address, type Hex } from 'viem';
 import { devnetAdmin } from './accounts.js';
-import { baseDevnetChain } from './chain.js';
+import { devnetClients } from './chain.js';
 import { USDC_ADDRESS, fiatTokenAbi } from './usdc.js';
 
 export const PERMIT2: Address = '0x000000000022D473030F116dDEE9F6B43aC78BA3';
@@ -79,17 +79,9 @@ export interface PreflightFixtures {
 
 export async function deployPreflightFixtures(rpcUrl: string): Promise<PreflightFixtures> {
   const compiled = compilePreflightContracts();
-  const chain = baseDevnetChain(rpcUrl);
-  const transport = http(rpcUrl);
   const admin = devnetAdmin();
-  const pub = createPublicClient({ chain, transport });
-  const wallet = createWalletClient({ account: admin, chain, transport });
-  const test = createTestClient({ mode: 'anvil', chain, transport });
-  const mined = async (hash: Hash) => {
-    const r = await pub.waitForTransactionReceipt({ hash });
-    if (r.status !== 'success') throw new Error(`fixture tx ${hash} reverted`);
-    return r;
-  };
+  const { pub, test, walletOf, mined } = devnetClients(rpcUrl, 'fixture');
+  const wallet = walletOf(admin);
   const deploy = async (c: { abi: Abi; bytecode: Hex }, args: unknown[] = []): Promise<Address> => {
     const r = await mined(await wallet.deployContract({ abi: c.abi, bytecode: c.bytecode, args }));
     if (!r.contractAddress) throw new Error('no contract address');

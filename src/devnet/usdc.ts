@@ -4,21 +4,16 @@ import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import {
-  createPublicClient,
-  createTestClient,
-  createWalletClient,
   domainSeparator,
   getAddress,
-  http,
   parseAbi,
   parseEther,
   type Abi,
   type Address,
-  type Hash,
   type Hex,
 } from 'viem';
 import { anvilAccounts, devnetAdmin } from './accounts.js';
-import { BASE_CHAIN_ID, baseDevnetChain } from './chain.js';
+import { BASE_CHAIN_ID, devnetClients } from './chain.js';
 
 export const USDC_ADDRESS: Address = getAddress('0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913');
 export const MULTICALL3_ADDRESS: Address = getAddress('0xcA11bde05977b3631167028862bE2a173976CA11');
@@ -109,18 +104,9 @@ export interface UsdcDeployment {
 }
 
 export async function deployUsdc(rpcUrl: string, opts: DeployUsdcOptions = {}): Promise<UsdcDeployment> {
-  const chain = baseDevnetChain(rpcUrl);
-  const transport = http(rpcUrl);
   const admin = devnetAdmin();
-  const pub = createPublicClient({ chain, transport });
-  const wallet = createWalletClient({ account: admin, chain, transport });
-  const test = createTestClient({ mode: 'anvil', chain, transport });
-
-  const mined = async (hash: Hash) => {
-    const receipt = await pub.waitForTransactionReceipt({ hash });
-    if (receipt.status !== 'success') throw new Error(`devnet setup tx ${hash} reverted`);
-    return receipt;
-  };
+  const { pub, test, walletOf, mined } = devnetClients(rpcUrl, 'devnet setup');
+  const wallet = walletOf(admin);
   const deploy = async (abi: Abi, bytecode: Hex): Promise<Address> => {
     const { contractAddress } = await mined(await wallet.deployContract({ abi, bytecode }));
     if (!contractAddress) throw new Error('deployment produced no contract address');

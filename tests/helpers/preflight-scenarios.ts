@@ -6,12 +6,8 @@ import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import {
   concat,
-  createPublicClient,
-  createTestClient,
-  createWalletClient,
   encodeFunctionData,
   getAddress,
-  http,
   maxUint160,
   maxUint256,
   parseAbi,
@@ -22,7 +18,7 @@ import {
   type Hex,
 } from 'viem';
 import { privateKeyToAccount } from 'viem/accounts';
-import { baseDevnetChain, devnetAdmin, MULTICALL3_ADDRESS, USDC_ADDRESS, type Devnet } from '../../src/devnet/index.js';
+import { devnetAdmin, devnetClients, MULTICALL3_ADDRESS, USDC_ADDRESS, type Devnet } from '../../src/devnet/index.js';
 import { deployPreflightFixtures, type PreflightFixtures } from '../../src/devnet/preflight-fixtures.js';
 
 export interface Case {
@@ -61,16 +57,11 @@ const EXPIRED = 1_700_000_000n;
 
 export async function preparePreflightScenarios(devnet: Devnet): Promise<Scenarios> {
   const f = await deployPreflightFixtures(devnet.rpcUrl);
-  const chain = baseDevnetChain(devnet.rpcUrl);
-  const transport = http(devnet.rpcUrl);
-  const pub = createPublicClient({ chain, transport });
-  const test = createTestClient({ mode: 'anvil', chain, transport });
+  const { pub, test, walletOf, mined } = devnetClients(devnet.rpcUrl, 'scenario setup');
   const addr = (i: number) => devnet.accounts[i]!.address;
   const send = async (i: number, to: Address, data: Hex, value = 0n): Promise<Hash> => {
-    const wallet = createWalletClient({ account: privateKeyToAccount(devnet.accounts[i]!.privateKey), chain, transport });
-    const hash = await wallet.sendTransaction({ to, data, value });
-    const r = await pub.waitForTransactionReceipt({ hash });
-    if (r.status !== 'success') throw new Error(`scenario setup tx ${hash} reverted`);
+    const hash = await walletOf(privateKeyToAccount(devnet.accounts[i]!.privateKey)).sendTransaction({ to, data, value });
+    await mined(hash);
     return hash;
   };
   const [sender, recipient, spender, victim, delegated] = [1, 2, 3, 4, 6].map(addr) as [Address, Address, Address, Address, Address];
@@ -82,7 +73,7 @@ export async function preparePreflightScenarios(devnet: Devnet): Promise<Scenari
   // transferFrom to the look-alike (as poisoners do, from their own account).
   await send(1, USDC, enc('approve', [f.router, maxUint256]));
   await send(1, USDC, enc('approve', [f.drainer, maxUint256]));
-  const admin = createWalletClient({ account: devnetAdmin(), chain, transport }); // deployed PFT, holds the rest of its supply
+  const admin = walletOf(devnetAdmin()); // deployed PFT, holds the rest of its supply
   await pub.waitForTransactionReceipt({ hash: await admin.sendTransaction({ to: f.token, data: enc('transfer', [sender, parseEther('10')]) }) });
   await send(1, f.delegator, '0x', parseEther('1'));
   await send(4, USDC, enc('transfer', [payee, 25_000_000n]));

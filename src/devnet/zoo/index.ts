@@ -4,7 +4,6 @@
 // the ten test accounts) in a fixed order, so a fresh devnet always has the same zoo.
 import {
   createPublicClient,
-  createTestClient,
   createWalletClient,
   encodeFunctionData,
   getAddress,
@@ -21,7 +20,7 @@ import {
 import { mnemonicToAccount, type HDAccount } from 'viem/accounts';
 import { BASE_UNISWAP_V2, pairAddress } from '../../features/token-risk/dex.js';
 import { ANVIL_MNEMONIC, devnetAdmin } from '../accounts.js';
-import { baseDevnetChain } from '../chain.js';
+import { baseDevnetChain, devnetClients } from '../chain.js';
 import { USDC_ADDRESS, fiatTokenAbi } from '../usdc.js';
 import { compileZoo, type ZooArtifacts } from './compile.js';
 import { installUniswapV2, uniswapAbi } from './uniswap.js';
@@ -122,23 +121,15 @@ export interface DeployZooOptions {
  */
 export async function deployZoo(rpcUrl: string, opts: DeployZooOptions = {}): Promise<ZooDeployment> {
   const artifacts = opts.artifacts ?? compileZoo();
-  const chain = baseDevnetChain(rpcUrl);
-  const transport = http(rpcUrl);
-  const pub = createPublicClient({ chain, transport, pollingInterval: 50 });
-  const test = createTestClient({ mode: 'anvil', chain, transport });
+  const { pub, test, walletOf, mined } = devnetClients(rpcUrl, 'zoo setup', { pollingInterval: 20 });
   const deployer = zooAccount(11);
   const proxyAdmin = zooAccount(12);
-  const wallet = createWalletClient({ account: deployer, chain, transport });
-  const usdcAdmin = createWalletClient({ account: devnetAdmin(), chain, transport });
+  const wallet = walletOf(deployer);
+  const usdcAdmin = walletOf(devnetAdmin());
   const { factory, router, weth } = BASE_UNISWAP_V2;
 
   if ((await pub.getCode({ address: USDC_ADDRESS })) === undefined) throw new Error('deployZoo: deploy USDC first (deployUsdc)');
 
-  const mined = async (hash: Hash) => {
-    const receipt = await pub.waitForTransactionReceipt({ hash, pollingInterval: 20 });
-    if (receipt.status !== 'success') throw new Error(`zoo setup tx ${hash} reverted`);
-    return receipt;
-  };
   const deploy = async (name: string, args: readonly unknown[] = []): Promise<Address> => {
     const artifact = artifacts[name];
     if (!artifact) throw new Error(`zoo contract ${name} missing from the compiled artifacts`);

@@ -4,7 +4,7 @@ import { NETWORK, PAID_REPORTS } from '../../platform/prices.js';
 import { Address, DateTime, StringEnum } from '../../platform/schemas.js';
 import type { ContractFacts } from './chain-reader.js';
 import type { MarketView } from './market-view.js';
-import { SourceSchema } from './preview.js';
+import { SourceSchema, sourceOf } from './preview.js';
 
 /**
  * The free coverage check: which evidence the paid token-risk report could gather for a token
@@ -156,13 +156,7 @@ export function coverageOf(view: MarketView, facts: ContractFacts | null, checke
     coverage: ordered,
     complete,
     checkedAt: checkedAt.toISOString(),
-    source: {
-      provider: view.provider,
-      fetchedAt: view.fetchedAt.toISOString(),
-      ageSeconds: view.ageSeconds,
-      stale: view.stale,
-      limited: view.limited,
-    },
+    source: sourceOf(view),
     fee: FEE,
   };
 }

@@ -54,6 +54,11 @@ export const SourceSchema = Type.Object(
   { description: `Freshness. Provider answers are reused for up to ${FRESH_SECONDS} s (stale false).` },
 );
 
+/** Where the market data of a view came from and how fresh it is (the `source` of preview and coverage). */
+export function sourceOf(view: MarketView): Static<typeof SourceSchema> {
+  return { provider: view.provider, fetchedAt: view.fetchedAt.toISOString(), ageSeconds: view.ageSeconds, stale: view.stale, limited: view.limited };
+}
+
 const PAID_ADDS = [
   { category: 'ownership', description: 'owner() / getOwner(), whether ownership is renounced, AccessControl admin roles' },
   { category: 'privilegedFunctions', description: 'Mint, pause, blacklist, fee and limit setters, trading gates and upgrade functions found in the (implementation) bytecode' },
@@ -123,13 +128,7 @@ export function previewBody(view: MarketView): PreviewResponse {
       priceChange24hPct: s?.priceChange24hPct ?? null,
       pairs: s ? s.pairs : null,
     },
-    source: {
-      provider: view.provider,
-      fetchedAt: view.fetchedAt.toISOString(),
-      ageSeconds: view.ageSeconds,
-      stale: view.stale,
-      limited: view.limited,
-    },
+    source: sourceOf(view),
     paidReportAdds: PAID_REPORT_ADDS,
   };
 }
