@@ -70,21 +70,6 @@ export class ReceiptSigner {
     return { ...unsigned, signature: sign(null, digestBytes(unsigned.digest), this.privateKey).toString('base64url') };
   }
 
-  /**
-   * The same receipt, with the Ed25519 signature computed on libuv's thread pool: the signature
-   * is most of a receipt's cost (about 50 µs here), and this keeps it off the event loop, which
-   * meanwhile serves other requests. Used on the protected-decision path.
-   */
-  signAsync(kind: string, subjectId: string, subject: unknown, issuedAt: Date): Promise<Receipt> {
-    const unsigned = this.unsigned(kind, subjectId, subject, issuedAt);
-    return new Promise((resolve, reject) => {
-      sign(null, digestBytes(unsigned.digest), this.privateKey, (err, signature) => {
-        if (err) reject(err);
-        else resolve({ ...unsigned, signature: signature.toString('base64url') });
-      });
-    });
-  }
-
   private unsigned(kind: string, subjectId: string, subject: unknown, issuedAt: Date): Omit<Receipt, 'signature'> {
     return {
       receiptId: newId('rcpt'),

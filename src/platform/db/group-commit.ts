@@ -3,16 +3,9 @@ import type { Database } from './database.js';
 import { writeTransaction, type Tx } from './tx.js';
 import { AppError } from '../errors.js';
 
-/**
- * Registers work to run after every job of the batch has run and before the commit, in the same
- * transaction (a job starts something slow, say a signature on the thread pool, and stores its
- * result here, so the batch's slow parts overlap instead of running one after another).
- */
-export type AtCommit = (fn: (tx: Tx) => Promise<void>) => void;
-
 interface Job<T> {
   lockIds: string[];
-  work: (tx: Tx, atCommit: AtCommit) => Promise<T>;
+  work: (tx: Tx) => Promise<T>;
   resolve: (value: T) => void;
   reject: (err: unknown) => void;
 }
@@ -55,7 +48,7 @@ export class GroupCommitter {
     return String(h % this.pgLanes);
   }
 
-  run<T>(lockIds: string[], work: (tx: Tx, atCommit: AtCommit) => Promise<T>): Promise<T> {
+  run<T>(lockIds: string[], work: (tx: Tx) => Promise<T>): Promise<T> {
     const key = this.laneOf(lockIds);
     let lane = this.lanes.get(key);
     if (!lane) {
@@ -93,18 +86,14 @@ export class GroupCommitter {
           if (ids.length) await sql`select id from policies where id in (${sql.join(ids)}) order by id for update`.execute(tx);
         }
         const out: typeof outcomes = [];
-        const atCommit: Array<(tx: Tx) => Promise<void>> = [];
         for (const job of batch) {
-          const own: typeof atCommit = [];
           try {
-            out.push({ ok: true, value: await job.work(tx, (fn) => own.push(fn)) });
-            atCommit.push(...own);
+            out.push({ ok: true, value: await job.work(tx) });
           } catch (err) {
             if (!(err instanceof AppError)) throw err;
             out.push({ ok: false, error: err });
           }
         }
-        for (const fn of atCommit) await fn(tx);
         return out;
       });
     } catch (err) {
