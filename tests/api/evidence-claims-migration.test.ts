@@ -44,9 +44,10 @@ describe('migration 0005 (settlement claims) on existing evidence', () => {
         .values({ id: `ev_${c.id}`, chain_id: c.id, sequence: 1, event_type: 'SETTLEMENT_RECONCILED', body: JSON.stringify(observation(c.result)), created_at: c.at, prev_hash: 'x', hash: 'y' })
         .execute();
     }
-    // As if this database had been made before migration 0005.
+    // As if this database had been made before migration 0005 (and so before every later one,
+    // which run again after it: 0006 only rebuilds an index).
     await db.schema.dropTable('evidence_settlement_claims').execute();
-    await sql`delete from ${sql.table(t.database.pgSchema ? `${t.database.pgSchema}.kysely_migration` : 'kysely_migration')} where name = '0005_evidence_settlement_claims'`.execute(db);
+    await sql`delete from ${sql.table(t.database.pgSchema ? `${t.database.pgSchema}.kysely_migration` : 'kysely_migration')} where name >= '0005'`.execute(db);
     await migrateToLatest(db, t.database.dialect, t.database.pgSchema);
 
     const claims = await db.selectFrom('evidence_settlement_claims').select(['tx_hash', 'log_index', 'chain_id']).execute();

@@ -203,6 +203,19 @@ function migrations(dialect: Dialect): Record<string, Migration> {
         }
       },
     },
+    '0006_partial_approval_index': {
+      async up(db: Kysely<any>) {
+        // Only HUMAN_APPROVAL decisions have an approval status, and only they are listed by it:
+        // every APPROVE or BLOCK decision wrote a page of this index for nothing.
+        await db.schema.dropIndex('decisions_policy_approval').execute();
+        await db.schema
+          .createIndex('decisions_policy_approval')
+          .on('decisions')
+          .columns(['policy_id', 'approval_status', 'seq'])
+          .where(sql.ref('approval_status'), 'is not', null)
+          .execute();
+      },
+    },
   };
 }
 
