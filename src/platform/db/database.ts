@@ -66,8 +66,14 @@ function openSqlite(url: string): Database {
   };
 }
 
-/** How often the background checkpointer copies the WAL into the database file. */
-const CHECKPOINT_INTERVAL_MS = 500;
+/**
+ * How often the background checkpointer copies the WAL into the database file. Often, so that
+ * each checkpoint writes little: on ext4 a commit's fsync can wait for data a checkpoint has
+ * written but not yet synced. Measured under a steady decision load, 500 ms let single commits
+ * stall for 12 ms; at 100 ms and below they stayed under 9 ms. An idle database costs one
+ * empty check per interval.
+ */
+const CHECKPOINT_INTERVAL_MS = 100;
 /** Pages in the WAL after which the serving connection checkpoints itself (a safety net). */
 const FALLBACK_AUTOCHECKPOINT_PAGES = 20_000;
 
