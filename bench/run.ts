@@ -3,6 +3,9 @@
  *
  *  (a) POST /api/spendpolicy/evaluate on the real service, and
  *  (b) a bare Fastify 5 route with the same strict body validation that echoes a small object,
+ *  (c) for reference only (saturation, no target): a bare Fastify 5 route that validates the
+ *      evaluate request schema and echoes that body, which shows how much of the gap between
+ *      (a) and (b) the size of the evaluate payload alone accounts for,
  *
  * each in its own child process, driven by autocannon from this process on 127.0.0.1:
  *  1. saturation throughput, 3 runs per target, alternating targets (A B, B A, A B), each run a
@@ -59,6 +62,7 @@ const RESULTS_FILE = fileURLToPath(new URL('./results/foundation-latest.json', i
 
 const SUBJECT: TargetName = 'evaluate';
 const BASELINE: TargetName = 'bare';
+const REFERENCE: TargetName = 'bare-evaluate-body';
 
 function alternating<T>(items: T[], round: number): T[] {
   return round % 2 ? [...items].reverse() : items;
@@ -82,7 +86,8 @@ function describe(r: RunResult): string {
 async function main(): Promise<void> {
   const started = Date.now();
   const names: TargetName[] = [SUBJECT, BASELINE];
-  console.log(`paywarden foundation benchmark: ${names.join(' vs ')}; ${ROUNDS} rounds of ${WARMUP} s warm-up + ${DURATION} s, ${CONNECTIONS} connections, pipelining 1`);
+  const withReference: TargetName[] = [...names, REFERENCE];
+  console.log(`paywarden foundation benchmark: ${names.join(' vs ')} (reference: ${REFERENCE}); ${ROUNDS} rounds of ${WARMUP} s warm-up + ${DURATION} s, ${CONNECTIONS} connections, pipelining 1`);
 
   const waitQuiet = Number(process.env.BENCH_WAIT_QUIET ?? 0);
   const busyBefore = waitQuiet > 0
@@ -94,7 +99,7 @@ async function main(): Promise<void> {
 
   const targets = new Map<TargetName, StartedTarget>();
   try {
-    for (const name of names) {
+    for (const name of withReference) {
       const t = await startTarget(name);
       targets.set(name, t);
       const sample = await smokeCheck(t);
@@ -102,19 +107,19 @@ async function main(): Promise<void> {
       console.log(`    smoke check ${t.load.expectStatus ?? 200}: ${sample.length > 160 ? sample.slice(0, 160) + '…' : sample}`);
     }
     const get = (n: TargetName) => targets.get(n)!;
-    for (const name of names) await saturate(get(name), { connections: CONNECTIONS, durationSec: PREWARM, warmupSec: 0 });
+    for (const name of withReference) await saturate(get(name), { connections: CONNECTIONS, durationSec: PREWARM, warmupSec: 0 });
     console.log(`  pre-warmed each server with ${PREWARM} s at saturation (not counted)`);
 
     console.log('\nsaturation');
-    const saturation = new Map<TargetName, RunResult[]>(names.map((n) => [n, []]));
+    const saturation = new Map<TargetName, RunResult[]>(withReference.map((n) => [n, []]));
     for (let r = 0; r < ROUNDS; r++) {
-      for (const name of alternating(names, r)) {
+      for (const name of alternating(withReference, r)) {
         const res = await saturate(get(name), { connections: CONNECTIONS, durationSec: DURATION, warmupSec: WARMUP });
         saturation.get(name)!.push(res);
         console.log(describe(res));
       }
     }
-    const medianRps = new Map(names.map((n) => [n, median(saturation.get(n)!.map((r) => r.rps))]));
+    const medianRps = new Map(withReference.map((n) => [n, median(saturation.get(n)!.map((r) => r.rps))]));
 
     console.log('\nlatency at half of saturation (autocannon overallRate)');
     const rate = new Map<TargetName, RunResult[]>(names.map((n) => [n, []]));
@@ -130,21 +135,24 @@ async function main(): Promise<void> {
       }
     }
 
-    const summary = names.map((n) => {
+    const saturationSummary = (n: TargetName) => {
       const sat = saturation.get(n)!;
+      return {
+        medianRps: medianRps.get(n)!,
+        runsRps: sat.map((r) => r.rps),
+        medianP50Ms: median(sat.map((r) => r.latencyMs.p50)),
+        medianP99Ms: median(sat.map((r) => r.latencyMs.p99)),
+        medianServerCpu: median(sat.map((r) => r.serverCpu)),
+        medianServerMicrosPerRequest: median(sat.map((r) => r.serverMicrosPerRequest)),
+        medianOtherCpu: median(sat.map((r) => r.otherCpu ?? 0)),
+      };
+    };
+    const summary = names.map((n) => {
       const rr = rate.get(n)!;
       return {
         target: n,
         description: get(n).load.description,
-        saturation: {
-          medianRps: medianRps.get(n)!,
-          runsRps: sat.map((r) => r.rps),
-          medianP50Ms: median(sat.map((r) => r.latencyMs.p50)),
-          medianP99Ms: median(sat.map((r) => r.latencyMs.p99)),
-          medianServerCpu: median(sat.map((r) => r.serverCpu)),
-          medianServerMicrosPerRequest: median(sat.map((r) => r.serverMicrosPerRequest)),
-          medianOtherCpu: median(sat.map((r) => r.otherCpu ?? 0)),
-        },
+        saturation: saturationSummary(n),
         halfSaturation: {
           requestedRate: rr[0]?.requestedRate ?? 0,
           medianAchievedRps: median(rr.map((r) => r.rps)),
@@ -157,6 +165,7 @@ async function main(): Promise<void> {
         },
       };
     });
+    const reference = { target: REFERENCE, description: get(REFERENCE).load.description, saturation: saturationSummary(REFERENCE) };
     const subject = summary.find((s) => s.target === SUBJECT)!;
     const baseline = summary.find((s) => s.target === BASELINE)!;
     const ratio = round(subject.saturation.medianRps / baseline.saturation.medianRps, 3);
@@ -168,19 +177,34 @@ async function main(): Promise<void> {
 
     console.log('\n' + table(
       ['target', 'sat. req/s (median)', 'runs', 'sat. p99 ms', 'server µs/req', 'half rate /s', 'half p50 ms', 'half p99 ms'],
-      summary.map((s) => [
-        s.target,
-        s.saturation.medianRps,
-        s.saturation.runsRps.map((v) => v.toLocaleString('en-US')).join(' / '),
-        s.saturation.medianP99Ms,
-        s.saturation.medianServerMicrosPerRequest,
-        s.halfSaturation.requestedRate,
-        s.halfSaturation.medianP50Ms,
-        s.halfSaturation.medianP99Ms,
-      ]),
+      [
+        ...summary.map((s) => [
+          s.target,
+          s.saturation.medianRps,
+          s.saturation.runsRps.map((v) => v.toLocaleString('en-US')).join(' / '),
+          s.saturation.medianP99Ms,
+          s.saturation.medianServerMicrosPerRequest,
+          s.halfSaturation.requestedRate,
+          s.halfSaturation.medianP50Ms,
+          s.halfSaturation.medianP99Ms,
+        ]),
+        [
+          `${REFERENCE} (reference)`,
+          reference.saturation.medianRps,
+          reference.saturation.runsRps.map((v) => v.toLocaleString('en-US')).join(' / '),
+          reference.saturation.medianP99Ms,
+          reference.saturation.medianServerMicrosPerRequest,
+          '-',
+          '-',
+          '-',
+        ],
+      ],
     ));
     console.log(`\nratio evaluate/bare: ${ratio} (target >= ${TARGET_RATIO}): ${ratioOk ? 'MET' : 'NOT MET'}`);
     console.log(`  cross-check, server CPU per request bare/evaluate: ${cpuCostRatio} (${baseline.saturation.medianServerMicrosPerRequest} / ${subject.saturation.medianServerMicrosPerRequest} µs)`);
+    const payloadCeiling = round(reference.saturation.medianRps / baseline.saturation.medianRps, 3);
+    const ofReference = round(subject.saturation.medianRps / reference.saturation.medianRps, 3);
+    console.log(`  reference: ${REFERENCE}/bare ${payloadCeiling} (the evaluate payload alone, with no service code); evaluate/${REFERENCE} ${ofReference}`);
     console.log(`evaluate p99 at half of saturation: ${subject.halfSaturation.medianP99Ms} ms (target < ${TARGET_P99_MS} ms): ${p99Ok ? 'MET' : 'NOT MET'}`);
     for (const s of summary) {
       if (s.halfSaturation.shortRuns) console.log(`warning: ${s.target}: ${s.halfSaturation.shortRuns} rate run(s) fell more than 5% short of ${s.halfSaturation.requestedRate}/s`);
@@ -210,8 +234,11 @@ async function main(): Promise<void> {
       machineBusyCoresBefore: busyBefore === undefined ? null : round(busyBefore, 2),
       targets: { ratio: TARGET_RATIO, p99Ms: TARGET_P99_MS },
       summary,
+      reference,
       ratio,
       cpuCostRatio,
+      payloadCeiling,
+      evaluateOfReference: ofReference,
       met: { ratio: ratioOk, p99: p99Ok },
       runs: { saturation: Object.fromEntries(saturation), halfSaturation: Object.fromEntries(rate) },
       elapsedSec: round((Date.now() - started) / 1000, 1),

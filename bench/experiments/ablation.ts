@@ -47,7 +47,7 @@ const ALL: Config[] = [
   variant('nocors,nolimiter,synchook,defaultid'),
   variant('nologger,nocors,noswagger,defaultid,noreqidhook,nolimiter'),
   variant('nologger,nocors,noswagger,defaultid,noreqidhook,nolimiter,norules,fixedtime'),
-  { label: 'bare, evaluate body', name: 'bare-evaluate-shape', entry: EXP },
+  { label: 'bare, evaluate body', name: 'bare-evaluate-body' },
 ];
 
 const rounds = Number(process.argv[2] ?? 3);

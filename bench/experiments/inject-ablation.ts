@@ -31,7 +31,7 @@ const CONFIGS: Config[] = [
   v('nologger,nocors,nolimiter,synchook'),
   v('nologger,nocors,noswagger,defaultid,noreqidhook,nolimiter'),
   v('nologger,nocors,noswagger,defaultid,noreqidhook,nolimiter,norules,fixedtime'),
-  { label: 'bare, evaluate body', name: 'bare-evaluate-shape' },
+  { label: 'bare, evaluate body', name: 'bare-evaluate-body' },
 ];
 const rounds = Number(process.argv[2] ?? 3);
 const count = Number(process.argv[3] ?? 20000);

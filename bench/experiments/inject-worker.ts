@@ -11,7 +11,6 @@ const count = Number(process.argv[3] ?? 20000);
 const CONCURRENCY = 16;
 const experiments: Record<string, () => Promise<{ default: TargetModule }>> = {
   'evaluate-variant': () => import('./evaluate-variant.js'),
-  'bare-evaluate-shape': () => import('./bare-evaluate-shape.js'),
 };
 const load = isTargetName(name) ? TARGETS[name] : experiments[name];
 if (!load) throw new Error(`unknown target ${name}`);

@@ -18,7 +18,7 @@ const variant = (flags: string): Config => ({ label: `variant ${flags || '(as bu
 const BASE = variant('');
 const ALL: Config[] = [
   { label: 'bare', name: 'bare' },
-  { label: 'bare, evaluate body (echo)', name: 'bare-evaluate-shape', entry: EXP },
+  { label: 'bare, evaluate body (echo)', name: 'bare-evaluate-body' },
   { label: 'evaluate (real)', name: 'evaluate' },
   { label: 'variant (as buildApp), LOG_LEVEL=info to /dev/null', name: 'evaluate-variant', entry: EXP, env: { BENCH_VARIANT: '', BENCH_LOG_LEVEL: 'info' }, quiet: true },
   { label: 'variant norequestlog, LOG_LEVEL=info to /dev/null', name: 'evaluate-variant', entry: EXP, env: { BENCH_VARIANT: 'norequestlog', BENCH_LOG_LEVEL: 'info' }, quiet: true },

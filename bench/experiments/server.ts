@@ -4,7 +4,6 @@ import { serveTarget } from '../lib/serve.js';
 const name = process.argv[2] ?? '';
 const MODULES: Record<string, () => Promise<{ default: import('../lib/types.js').TargetModule }>> = {
   'evaluate-variant': () => import('./evaluate-variant.js'),
-  'bare-evaluate-shape': () => import('./bare-evaluate-shape.js'),
 };
 await serveTarget(name, async () => {
   const load = MODULES[name];

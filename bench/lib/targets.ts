@@ -10,6 +10,8 @@ export const TARGETS = {
   evaluate: () => import('../targets/evaluate.js'),
   /** A bare Fastify 5 route: strict ajv body validation of a small object, echo. */
   bare: () => import('../targets/bare.js'),
+  /** Bare Fastify validating the evaluate request schema and echoing it: what the payload alone costs (a reference). */
+  'bare-evaluate-body': () => import('../targets/bare-evaluate-body.js'),
   /** POST /api/spendpolicy/decisions, durable (synchronous=FULL), a fresh requestId per request. */
   'decisions-sqlite': () => import('../targets/decisions-sqlite.js'),
   /** The same on PostgreSQL (BENCH_DATABASE_URL, default the local test database). */

@@ -1,17 +1,17 @@
 /**
- * Bare Fastify (as bench/targets/bare.ts) validating the evaluate request schema and echoing the
+ * A reference of `npm run bench`, not a target: bare Fastify (as bench/targets/bare.ts) validating the evaluate request schema and echoing the
  * body: what the size and shape of the evaluate payload cost, with no service code at all.
  */
 import Ajv from 'ajv';
 import addFormats from 'ajv-formats';
 import Fastify from 'fastify';
 import { EvaluateRequest } from '../../src/features/spend-policy/schemas.js';
-import { EVALUATE_BODY } from '../targets/evaluate.js';
+import { EVALUATE_BODY } from './evaluate.js';
 import { injectWith, type TargetModule } from '../lib/types.js';
 
 const target: TargetModule = {
   async start() {
-    const app = Fastify({ logger: { level: 'silent' } });
+    const app = Fastify({ logger: { level: process.env.BENCH_LOG_LEVEL ?? 'silent' } });
     const ajv = addFormats.default(new Ajv.default({ allErrors: true, removeAdditional: false, useDefaults: false, coerceTypes: false, strict: false }));
     app.setValidatorCompiler(({ schema }) => ajv.compile(schema as object));
     app.post('/api/spendpolicy/evaluate', { schema: { body: EvaluateRequest } }, async (request) => request.body);
@@ -20,7 +20,7 @@ const target: TargetModule = {
       listen: (opts) => app.listen(opts),
       inject: injectWith(app),
       load: {
-        description: 'bare Fastify, evaluate body schema, echo',
+        description: 'bare Fastify 5, strict ajv validation of the evaluate request schema, echo (reference)',
         requests: [{ method: 'POST', path: '/api/spendpolicy/evaluate', headers: { 'content-type': 'application/json' }, body: JSON.stringify(EVALUATE_BODY) }],
         expectStatus: 200,
         expectBodyIncludes: '"agentId":"agent-7"',
