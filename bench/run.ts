@@ -80,7 +80,7 @@ function gitCommit(): string | undefined {
 
 function describe(r: RunResult): string {
   const rate = r.requestedRate ? ` @${r.requestedRate}/s` : '';
-  return `  ${r.target.padEnd(9)} ${r.kind}${rate}: ${r.rps.toLocaleString('en-US')} req/s, p50 ${r.latencyMs.p50} ms, p99 ${r.latencyMs.p99} ms, server CPU ${Math.round(r.serverCpu * 100)}%, client CPU ${Math.round(r.clientCpu * 100)}%${r.otherCpu !== undefined ? `, other ${Math.round(r.otherCpu * 100)}%, steal ${Math.round((r.stealCpu ?? 0) * 100)}%` : ''}`;
+  return `  ${r.target.padEnd(18)} ${r.kind}${rate}: ${r.rps.toLocaleString('en-US')} req/s, p50 ${r.latencyMs.p50} ms, p99 ${r.latencyMs.p99} ms, server CPU ${Math.round(r.serverCpu * 100)}%, client CPU ${Math.round(r.clientCpu * 100)}%${r.otherCpu !== undefined ? `, other ${Math.round(r.otherCpu * 100)}%, steal ${Math.round((r.stealCpu ?? 0) * 100)}%` : ''}`;
 }
 
 async function main(): Promise<void> {

@@ -1,19 +1,16 @@
 /**
- * A reference of `npm run bench`, not a target: bare Fastify (as bench/targets/bare.ts) validating the evaluate request schema and echoing the
- * body: what the size and shape of the evaluate payload cost, with no service code at all.
+ * A reference of `npm run bench`, not a target: the bare Fastify app of bench/targets/bare.ts
+ * (same logger and ajv options) validating the evaluate request schema and echoing the body:
+ * what the size and shape of the evaluate payload cost, with no service code at all.
  */
-import Ajv from 'ajv';
-import addFormats from 'ajv-formats';
-import Fastify from 'fastify';
 import { EvaluateRequest } from '../../src/features/spend-policy/schemas.js';
 import { EVALUATE_BODY } from './evaluate.js';
 import { injectWith, type TargetModule } from '../lib/types.js';
+import { bareFastify } from './bare.js';
 
 const target: TargetModule = {
   async start() {
-    const app = Fastify({ logger: { level: process.env.BENCH_LOG_LEVEL ?? 'silent' } });
-    const ajv = addFormats.default(new Ajv.default({ allErrors: true, removeAdditional: false, useDefaults: false, coerceTypes: false, strict: false }));
-    app.setValidatorCompiler(({ schema }) => ajv.compile(schema as object));
+    const app = bareFastify();
     app.post('/api/spendpolicy/evaluate', { schema: { body: EvaluateRequest } }, async (request) => request.body);
     await app.ready();
     return {

@@ -5,6 +5,16 @@ import { injectWith, type TargetModule } from '../lib/types.js';
 
 export const BARE_BODY = { agentId: 'agent-7', amount: '12.50', count: 3 };
 
+/** Fastify 5 with the service's strict body validation (ajv options below) and logger level. */
+export function bareFastify() {
+  const app = Fastify({ logger: { level: process.env.BENCH_LOG_LEVEL ?? 'silent' } });
+  const ajv = addFormats.default(
+    new Ajv.default({ allErrors: true, removeAdditional: false, useDefaults: false, coerceTypes: false, strict: false }),
+  );
+  app.setValidatorCompiler(({ schema }) => ajv.compile(schema as object));
+  return app;
+}
+
 /**
  * The reference: a bare Fastify 5 route that validates a small JSON object as strictly as the
  * service does (the same ajv options as src/platform/http.ts for bodies: no coercion, no
@@ -14,11 +24,7 @@ export const BARE_BODY = { agentId: 'agent-7', amount: '12.50', count: 3 };
  */
 const target: TargetModule = {
   async start() {
-    const app = Fastify({ logger: { level: process.env.BENCH_LOG_LEVEL ?? 'silent' } });
-    const ajv = addFormats.default(
-      new Ajv.default({ allErrors: true, removeAdditional: false, useDefaults: false, coerceTypes: false, strict: false }),
-    );
-    app.setValidatorCompiler(({ schema }) => ajv.compile(schema as object));
+    const app = bareFastify();
     app.post(
       '/echo',
       {
