@@ -27,7 +27,7 @@ export interface DecisionOutcome {
 export const utcDay = (d: Date) => d.toISOString().slice(0, 10);
 
 /** The approval state as of `now`: a pending request past its expiry reads as EXPIRED. */
-function approvalOf(row: DecisionRow, now: Date): Decision['approval'] {
+function approvalOf(row: Omit<DecisionRow, 'receipt'>, now: Date): Decision['approval'] {
   if (row.decision !== 'HUMAN_APPROVAL' || !row.approval_expires_at) return null;
   const status =
     row.approval_status === 'PENDING' && now.toISOString() >= row.approval_expires_at
@@ -36,7 +36,7 @@ function approvalOf(row: DecisionRow, now: Date): Decision['approval'] {
   return { status, expiresAt: row.approval_expires_at, approvedAt: row.approved_at };
 }
 
-export function toDecision(row: DecisionRow, now: Date): Decision {
+export function toDecision(row: Omit<DecisionRow, 'receipt'>, now: Date): Decision {
   return {
     decisionId: row.id,
     policyId: row.policy_id,
@@ -136,7 +136,7 @@ export class DecisionService {
     const remaining = rules.dailyBudget > spent ? rules.dailyBudget - spent : 0n;
     const result = evaluatePolicy(rules, { recipient: req.recipient, amount }, { remainingDailyBudget: remaining, repeatCount: repeats });
 
-    const row: DecisionRow = {
+    const unsigned: Omit<DecisionRow, 'receipt'> = {
       id: newId('dec'),
       policy_id: policy.id,
       request_id: req.requestId,
@@ -154,11 +154,10 @@ export class DecisionService {
       approved_at: null,
       approval_note: null,
       created_at: now.toISOString(),
-      receipt: '',
     };
-    const decision = toDecision(row, now);
+    const decision = toDecision(unsigned, now);
     const receipt = this.receiptFor(decision, now);
-    row.receipt = JSON.stringify(receipt);
+    const row: DecisionRow = { ...unsigned, receipt: JSON.stringify(receipt) };
     if (result.decision !== 'APPROVE') await this.hot.insertDecision(tx, row);
     else if (this.hot.insertAndSpend) await this.hot.insertAndSpend(tx, { ...row, recipient_lower: req.recipient.toLowerCase() });
     else {
