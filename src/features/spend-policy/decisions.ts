@@ -245,7 +245,9 @@ export class DecisionService {
     now: Date,
   ): Promise<{ items: Decision[]; nextCursor: string | null }> {
     const iso = now.toISOString();
-    let q = this.database.db.selectFrom('decisions').selectAll().where('policy_id', '=', policy.id);
+    // `seq > 0` (always true) as literal SQL: it lets the planner use the partial index that
+    // orders a policy's decisions (migration 0007).
+    let q = this.database.db.selectFrom('decisions').selectAll().where('policy_id', '=', policy.id).where(sql<boolean>`seq > 0`);
     if (filter.decision) q = q.where('decision', '=', filter.decision);
     if (filter.status === 'PENDING') q = q.where('approval_status', '=', 'PENDING').where('approval_expires_at', '>', iso);
     if (filter.status === 'ADMIN_APPROVED') q = q.where('approval_status', '=', 'ADMIN_APPROVED');

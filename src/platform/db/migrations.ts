@@ -216,6 +216,19 @@ function migrations(dialect: Dialect): Record<string, Migration> {
           .execute();
       },
     },
+    '0007_list_index_not_for_lookups': {
+      async up(db: Kysely<any>) {
+        // (policy_id, seq) orders a policy's decisions for the list, but PostgreSQL also chose it
+        // for the requestId lookup of every decision: planned while the table was empty, the two
+        // indexes on policy_id cost the same, and the cached plan then read every decision of
+        // the policy to find one requestId (the decision rate fell as history grew, until an
+        // ANALYZE replanned it). A partial index is only usable by a query whose WHERE implies
+        // its predicate; only the list says `seq > 0`, so the lookup can use nothing but the
+        // unique (policy_id, request_id) index.
+        await db.schema.dropIndex('decisions_policy_seq').execute();
+        await db.schema.createIndex('decisions_policy_seq').on('decisions').columns(['policy_id', 'seq']).where(sql<boolean>`seq > 0`).execute();
+      },
+    },
   };
 }
 
