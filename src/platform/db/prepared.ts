@@ -1,4 +1,4 @@
-import type { Compilable, CompiledQuery, QueryResult } from 'kysely';
+import { CompiledQuery, type Compilable, type QueryResult } from 'kysely';
 import { registerHotStatement } from './database.js';
 import type { Tx } from './tx.js';
 
@@ -36,4 +36,14 @@ export function preparedQuery<N extends string, R>(
       ...compiled,
       parameters: slots.map((s) => (s.kind === 'arg' ? args[s.name] : s.value)),
     });
+}
+
+/**
+ * A query written as SQL text for one dialect (where the builder cannot say it, such as
+ * PostgreSQL's `unnest` of array parameters), run like preparedQuery: on PostgreSQL as a named
+ * prepared statement.
+ */
+export function preparedSql<R>(text: string): (tx: Tx, parameters: unknown[]) => Promise<QueryResult<R>> {
+  registerHotStatement(text);
+  return (tx, parameters) => tx.executeQuery<R>(CompiledQuery.raw(text, parameters));
 }

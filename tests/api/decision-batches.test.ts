@@ -1,0 +1,165 @@
+import { generateKeyPairSync } from 'node:crypto';
+import { afterEach, describe, expect, it, vi } from 'vitest';
+import { DecisionService, type DecisionOutcome } from '../../src/features/spend-policy/decisions.js';
+import { PolicyStore } from '../../src/features/spend-policy/policies.js';
+import type { PolicyRules } from '../../src/features/spend-policy/protected-schemas.js';
+import { GroupCommitter } from '../../src/platform/db/group-commit.js';
+import { AppError } from '../../src/platform/errors.js';
+import { hashKey } from '../../src/platform/keys.js';
+import { ReceiptSigner } from '../../src/platform/receipts.js';
+import { ADDR } from '../helpers/app.js';
+import { createTestDatabase } from '../helpers/db.js';
+import { suiteFixture } from '../helpers/suite.js';
+
+// Decision requests that arrive together are decided in one batch: one read of what they need,
+// the decisions made in order in memory, one write. Requests queued in one tick always share a
+// batch, so these tests see exactly what a request inside a batch sees.
+
+const NOW = new Date('2026-01-15T12:00:00.000Z');
+const NEXT_DAY = new Date('2026-01-16T00:00:00.000Z');
+
+const fixture = suiteFixture(async () => {
+  const database = await createTestDatabase();
+  const signer = ReceiptSigner.fromPrivateKey(generateKeyPairSync('ed25519').privateKey);
+  const service = new DecisionService(database, signer, 3600);
+  return { database, service, store: new PolicyStore(database), close: () => database.drop() };
+});
+
+async function policy(rules: Partial<PolicyRules> = {}) {
+  const { row, agentKey } = await fixture.store.create(
+    {
+      name: 'batch',
+      agentId: 'agent-1',
+      policy: {
+        maxPerTransaction: '10',
+        dailyBudget: '5',
+        requireHumanAbove: '10',
+        maxRepeats: 2,
+        allowedRecipients: [ADDR.alice, ADDR.bob],
+        blockUnknownRecipients: true,
+        ...rules,
+      },
+    },
+    NOW,
+  );
+  const key = { kind: 'agent' as const, hash: hashKey(agentKey) };
+  const decide = (requestId: string, amount: string, recipient: string = ADDR.alice, now = NOW, agentId = 'agent-1') =>
+    fixture.service.decide({ policyId: row.id, requestId, agentId, chain: 'base', asset: 'USDC', recipient, amount }, key, now);
+  return { id: row.id, key, decide };
+}
+
+/** Settles every promise, keeping each value or the AppError code it failed with. */
+async function settle(promises: Array<Promise<DecisionOutcome>>) {
+  return (await Promise.allSettled(promises)).map((r) => {
+    if (r.status === 'fulfilled') return r.value;
+    if (r.reason instanceof AppError) return r.reason.code;
+    throw r.reason;
+  });
+}
+
+const verdict = (o: DecisionOutcome | string) => (typeof o === 'string' ? o : `${o.decision.decision} ${o.decision.reasons.join(',')}`.trim());
+
+async function spent(policyId: string, day: string) {
+  const row = await fixture.database.db.selectFrom('policy_day_spend').select('spent_micro').where('policy_id', '=', policyId).where('day', '=', day).executeTakeFirst();
+  return row ? BigInt(row.spent_micro) : 0n;
+}
+
+describe('decisions decided together in one batch', () => {
+  const commits = vi.spyOn(GroupCommitter.prototype as unknown as { commit(batch: unknown[]): Promise<void> }, 'commit');
+  afterEach(() => {
+    commits.mockClear();
+  });
+
+  it('count the budget and repeats spent by the earlier requests of the batch, per UTC day', async () => {
+    const p = await policy();
+    const outcomes = await settle([
+      p.decide('r1', '1'),
+      p.decide('r2', '1', ADDR.alice.toUpperCase().replace('0X', '0x')),
+      p.decide('r3', '1'),
+      p.decide('r4', '2', ADDR.bob),
+      p.decide('r5', '2', ADDR.bob),
+      p.decide('r6', '1', ADDR.bob),
+      p.decide('r7', '0.000001', ADDR.bob),
+      p.decide('r8', '1', ADDR.alice, NEXT_DAY),
+    ]);
+    expect(commits).toHaveBeenCalledTimes(1);
+    expect(outcomes.map(verdict)).toEqual([
+      'APPROVE',
+      'APPROVE',
+      // the third 1 USDC to alice today, with maxRepeats 2 (the second was in other letter case)
+      'BLOCK repeat_limit_reached',
+      'APPROVE',
+      // 1 + 1 + 2 spent; 2 more would make 6 of 5
+      'BLOCK exceeds_daily_budget',
+      'APPROVE',
+      'BLOCK exceeds_daily_budget',
+      // a new UTC day, a new budget
+      'APPROVE',
+    ]);
+    expect(await spent(p.id, '2026-01-15')).toBe(5_000_000n);
+    expect(await spent(p.id, '2026-01-16')).toBe(1_000_000n);
+
+    // The next batch starts from what this one stored.
+    expect((await settle([p.decide('r9', '0.000001', ADDR.bob)])).map(verdict)).toEqual(['BLOCK exceeds_daily_budget']);
+    expect((await settle([p.decide('r10', '1', ADDR.alice, NEXT_DAY)])).map(verdict)).toEqual(['APPROVE']);
+    expect((await settle([p.decide('r11', '1', ADDR.alice, NEXT_DAY)])).map(verdict)).toEqual(['BLOCK repeat_limit_reached']);
+  });
+
+  it('answer a repeated requestId with the decision made earlier in the batch, and refuse it with other content', async () => {
+    const p = await policy();
+    const outcomes = await settle([p.decide('same', '2'), p.decide('same', '2'), p.decide('same', '3'), p.decide('other', '2')]);
+    expect(commits).toHaveBeenCalledTimes(1);
+    const [first, retry, changed, other] = outcomes;
+    if (typeof first !== 'object' || typeof retry !== 'object' || typeof other !== 'object') throw new Error(`expected decisions: ${outcomes.map(verdict)}`);
+    expect(first.replayed).toBe(false);
+    expect(retry.replayed).toBe(true);
+    expect(retry.decision).toEqual(first.decision);
+    expect(retry.receipt).toEqual(first.receipt);
+    expect(changed).toBe('request_id_conflict');
+    expect(verdict(other)).toBe('APPROVE');
+    // Spent once for "same" and once for "other"; two rows stored.
+    expect(await spent(p.id, '2026-01-15')).toBe(4_000_000n);
+    const rows = await fixture.database.db.selectFrom('decisions').select(['request_id', 'receipt']).where('policy_id', '=', p.id).execute();
+    expect(rows.map((r) => r.request_id).sort()).toEqual(['other', 'same']);
+    expect(JSON.parse(rows.find((r) => r.request_id === 'same')!.receipt)).toEqual(first.receipt);
+  });
+
+  it('fail a request alone with its 4xx, and store the others of the batch', async () => {
+    const p = await policy();
+    const q = await policy();
+    const wrongKey = fixture.service.decide(
+      { policyId: q.id, requestId: 'k', agentId: 'agent-1', chain: 'base', asset: 'USDC', recipient: ADDR.alice, amount: '1' },
+      p.key,
+      NOW,
+    );
+    const unknown = fixture.service.decide(
+      { policyId: 'sgp_00000000000000000000000000000000', requestId: 'u', agentId: 'agent-1', chain: 'base', asset: 'USDC', recipient: ADDR.alice, amount: '1' },
+      p.key,
+      NOW,
+    );
+    const outcomes = await settle([p.decide('a', '1'), p.decide('b', '1', ADDR.alice, NOW, 'someone-else'), wrongKey, unknown, q.decide('c', '1'), p.decide('d', '2')]);
+    expect(outcomes.map(verdict)).toEqual(['APPROVE', 'agent_mismatch', 'not_found', 'not_found', 'APPROVE', 'APPROVE']);
+    expect(await spent(p.id, '2026-01-15')).toBe(3_000_000n);
+    expect(await spent(q.id, '2026-01-15')).toBe(1_000_000n);
+  });
+
+  it('write the decisions before a job queued after them reads the totals (approvals, evidence chains)', async () => {
+    const p = await policy();
+    const seen: bigint[] = [];
+    const readTotals = fixture.service.writes.run([p.id], async (tx) => {
+      const row = await tx.selectFrom('policy_day_spend').select('spent_micro').where('policy_id', '=', p.id).executeTakeFirst();
+      seen.push(row ? BigInt(row.spent_micro) : 0n);
+    });
+    // queued in this order, in one tick: decide, read, decide
+    const before = p.decide('before', '2');
+    const reading = fixture.service.writes.run([p.id], async (tx) => {
+      const row = await tx.selectFrom('policy_day_spend').select('spent_micro').where('policy_id', '=', p.id).executeTakeFirst();
+      seen.push(row ? BigInt(row.spent_micro) : 0n);
+    });
+    const after = p.decide('after', '3');
+    await Promise.all([readTotals, before, reading, after]);
+    expect(commits).toHaveBeenCalledTimes(1);
+    expect(seen).toEqual([0n, 2_000_000n]);
+    expect(await spent(p.id, '2026-01-15')).toBe(5_000_000n);
+  });
+});
