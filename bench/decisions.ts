@@ -7,8 +7,8 @@
  *  2. latency at half of each decision target's saturation (target p99 < 10 ms), with requests
  *     evenly paced at that rate (bench/lib/load.ts `paced`: open loop, latency counted from when
  *     each request was due);
- *  3. history: SQLite decisions at a fixed rate with 10,000 and with 1,000,000 decisions stored
- *     before (BENCH_HISTORY, default on; target median ratio <= 1.3).
+ *  3. history: decisions on each database at a fixed rate with 10,000 and with 1,000,000
+ *     decisions stored before (BENCH_HISTORY, default on; target median ratio <= 1.3).
  * Knobs: BENCH_DURATION (5), BENCH_WARMUP (1), BENCH_ROUNDS (3), BENCH_CONNECTIONS (32),
  * BENCH_DATABASE_URL (postgres://postgres@127.0.0.1:5432/postgres), BENCH_HISTORY_RATE (200),
  * BENCH_HISTORY=0 to skip part 3, BENCH_PG=0 to skip PostgreSQL.
@@ -71,20 +71,26 @@ async function main(): Promise<void> {
     Object.assign(results, { saturationMedianRps: rps, ratioToEvaluate: ratios, halfSaturation: half });
 
     if (process.env.BENCH_HISTORY !== '0') {
-      console.log(`\nhistory: SQLite decisions at ${HISTORY_RATE}/s with 10,000 vs 1,000,000 stored decisions`);
-      const medians: Record<string, number> = {};
-      for (const prefill of [10_000, 1_000_000]) {
-        const t = await started('decisions-sqlite', { BENCH_PREFILL: String(prefill), BENCH_POLICIES: '1' });
-        const runs: RunResult[] = [];
-        for (let r = 0; r < ROUNDS; r++) {
-          const res = await paced(t, HISTORY_RATE, { connections: 4, durationSec: DURATION, warmupSec: WARMUP });
-          runs.push(res);
-          console.log(line(res));
+      const medians: Record<string, Record<string, number>> = {};
+      const historyRatios: Record<string, number> = {};
+      for (const n of names.filter((x) => x !== 'evaluate')) {
+        console.log(`\nhistory: ${n} at ${HISTORY_RATE}/s with 10,000 vs 1,000,000 stored decisions`);
+        const m: Record<string, number> = {};
+        for (const prefill of [10_000, 1_000_000]) {
+          const t = await started(n, { BENCH_PREFILL: String(prefill), BENCH_POLICIES: '1' });
+          const runs: RunResult[] = [];
+          for (let r = 0; r < ROUNDS; r++) {
+            const res = await paced(t, HISTORY_RATE, { connections: 4, durationSec: DURATION, warmupSec: WARMUP });
+            runs.push(res);
+            console.log(line(res));
+          }
+          m[String(prefill)] = median(runs.map((r) => r.latencyMs.p50));
+          await t.stop();
         }
-        medians[String(prefill)] = median(runs.map((r) => r.latencyMs.p50));
-        await t.stop();
+        medians[n] = m;
+        historyRatios[n] = round(m['1000000']! / m['10000']!, 3);
       }
-      Object.assign(results, { historyMedianMs: medians, historyRatio: round(medians['1000000']! / medians['10000']!, 3) });
+      Object.assign(results, { historyMedianMs: medians, historyRatio: historyRatios });
     }
   } finally {
     for (const t of targets.values()) await t.stop();

@@ -1,12 +1,12 @@
 /**
  * Prototype measurement, not product code: protected decisions on PostgreSQL, in process (no
  * HTTP), by
- *   A. the service's path (DecisionService.decide: group commit on 4 lanes, per decision one
- *      snapshot round trip and one insert-and-spend round trip), and
- *   B. a sketch of batch-level statements: per batch of 8 one read of every policy and total
- *      (`= any($1)`), one read of existing requestIds (`unnest`), and one statement that inserts
- *      every decision and adds to both day counters; a receipt is signed per decision as in A.
- * B skips the rules and request digests (a few µs), so it bounds what batching could gain.
+ *   A. the service's path (DecisionService.decide: group commit on 2 lanes, per batch one read
+ *      and one write for all its decisions, see decideMany), and
+ *   B. the sketch it was built from: batches of 8 on 4 lanes, one read of every policy and
+ *      total (`= any($1)`), one read of existing requestIds (`unnest`), and one statement that
+ *      inserts every decision and adds to both day counters; a receipt is signed per decision
+ *      as in A. B skips the rules and request digests (a few µs).
  *   npx tsx bench/experiments/pg-batch.ts [seconds=5] [rounds=2]
  * Uses BENCH_DATABASE_URL (default the local test database) in a schema of its own, dropped after.
  */
