@@ -12,6 +12,19 @@ export const Address = (description = 'Base address: 0x followed by 40 hex chara
   Type.String({ pattern: ADDRESS_PATTERN, description });
 export const Amount = (description = 'USDC amount as a decimal string: up to 12 integer digits and at most 6 fractional digits') =>
   Type.String({ pattern: AMOUNT_PATTERN, description, examples: ['12.5'] });
+/**
+ * Text a client chooses (names, ids, notes): no NUL character and no lone UTF-16 surrogate.
+ * PostgreSQL cannot store NUL (the statement fails), and node-postgres turns every lone surrogate
+ * into U+FFFD, so two different strings would be stored as one while SQLite kept them apart.
+ * (ajv compiles patterns with the u flag: a surrogate pair is one code point, outside the range.)
+ */
+export const TEXT_PATTERN = '^[^\\u0000\\ud800-\\udfff]*$';
+export const Text = ({ description, ...options }: { minLength?: number; maxLength: number; description?: string }) =>
+  Type.String({
+    ...options,
+    pattern: TEXT_PATTERN,
+    description: [description, 'Unicode text without NUL characters or lone surrogates'].filter(Boolean).join('; '),
+  });
 export const Chain = StringEnum(['base'] as const, { description: 'Always the literal base' });
 export const Asset = StringEnum(['USDC'] as const, { description: 'Always the literal USDC' });
 export const DateTime = (description?: string) =>

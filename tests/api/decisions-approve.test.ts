@@ -85,6 +85,7 @@ describe('POST /api/spendpolicy/decisions/{decisionId}/approve', () => {
     expectInvalid(await approve(t, pending.decision.decisionId, p.adminKey, { note: 'ok', approved: true }), 'body/approved');
     expectInvalid(await approve(t, pending.decision.decisionId, p.adminKey, { note: 5 }), 'body/note');
     expectInvalid(await approve(t, pending.decision.decisionId, p.adminKey, { note: 'x'.repeat(501) }), 'body/note');
+    expectInvalid(await approve(t, pending.decision.decisionId, p.adminKey, { note: 'ok\u0000' }), 'body/note');
     const read = json(await readDecision(t, pending.decision.decisionId, bearer(p.adminKey)));
     expect(read.decision.approval.status).toBe('PENDING');
   });

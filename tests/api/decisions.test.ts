@@ -149,6 +149,12 @@ describe('POST /api/spendpolicy/decisions', () => {
       [{ ...base, recipient: '0x123' }, 'body/recipient'],
       [{ ...base, policyId: 'sgp_123' }, 'body/policyId'],
       [{ ...base, requestId: '' }, 'body/requestId'],
+      // PostgreSQL cannot store NUL, and stores every lone surrogate as U+FFFD (so two different
+      // requestIds would become one); text must be well-formed Unicode without NUL.
+      [{ ...base, requestId: 'pay\u0000' }, 'body/requestId'],
+      [{ ...base, requestId: 'pay-\ud800' }, 'body/requestId'],
+      [{ ...base, requestId: '\udc01' }, 'body/requestId'],
+      [{ ...base, agentId: 'agent\u0000' }, 'body/agentId'],
       [{ ...base, extra: 1 }, 'body/extra'],
     ];
     for (const [payload, path] of cases) {
@@ -176,6 +182,17 @@ describe('POST /api/spendpolicy/decisions', () => {
       // 30 + 20 fits a budget of 50 only if the 30 was spent once; then nothing is left.
       expect((await decide(t, p, { amount: '20' })).decision).toMatchObject({ decision: 'APPROVE', reasons: [] });
       expect((await decide(t, p, { amount: '0.000001' })).decision).toMatchObject({ decision: 'BLOCK', reasons: ['exceeds_daily_budget'] });
+    });
+
+    it('requestIds in any script, emoji included, are kept apart exactly as sent', async () => {
+      const p = await createPolicy(t, { dailyBudget: '50', requireHumanAbove: '50' });
+      const ids = ['pay-\u{1F600}', 'pay-\u{1F601}', 'paiement-é', 'paiement-e\u0301', '支払い-1'];
+      const decisions = await Promise.all(ids.map((requestId) => decide(t, p, { requestId, amount: '1' })));
+      expect(new Set(decisions.map((d) => d.decision.decisionId)).size).toBe(ids.length);
+      expect(decisions.map((d) => d.decision.requestId)).toEqual(ids);
+      for (const [i, requestId] of ids.entries()) {
+        expect((await decide(t, p, { requestId, amount: '1' })).decision).toEqual(decisions[i]!.decision);
+      }
     });
 
     it('the same requestId with different content is 409 and changes nothing', async () => {

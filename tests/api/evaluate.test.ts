@@ -505,10 +505,14 @@ describe('POST /api/spendpolicy/evaluate', () => {
       expectInvalid(await postRaw(longInt, 'application/json'), 'body/policy/maxRepeats');
 
       const body = validBody();
-      body.agentId = 'agent-\u{1F916}-\u0000-\ud800';
+      body.agentId = 'agent-\u{1F916}-é-支払い';
       const res = await post(body);
       expect(res.statusCode).toBe(200);
       expect(json(res).decision).toBe('APPROVE');
+      // The ids a protected decision would store must be storable: no NUL, no lone surrogate.
+      for (const agentId of ['agent-\u0000', 'agent-\ud800', '\udfff']) {
+        expectInvalid(await post({ ...validBody(), agentId }), 'body/agentId');
+      }
     });
   });
 

@@ -89,6 +89,8 @@ describe('POST /api/pilot-leads', () => {
     ['company of 121 characters', { ...validLead(), company: 'c'.repeat(121) }, 'body/company'],
     ['company of 121 emoji', { ...validLead(), company: '\u{1F3E2}'.repeat(121) }, 'body/company'],
     ['company not a string', { ...validLead(), company: ['Example'] }, 'body/company'],
+    ['company with a NUL character', { ...validLead(), company: 'Example\u0000 Ltd' }, 'body/company'],
+    ['needs with a lone surrogate', { ...validLead(), needs: 'decisions \udc00 for agents' }, 'body/needs'],
     ['monthlyDecisions not in the enum', { ...validLead(), monthlyDecisions: '100' }, 'body/monthlyDecisions'],
     ['monthlyDecisions in another case', { ...validLead(), monthlyDecisions: 'Under-1k' }, 'body/monthlyDecisions'],
     ['monthlyDecisions a number', { ...validLead(), monthlyDecisions: 1000 }, 'body/monthlyDecisions'],

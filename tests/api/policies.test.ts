@@ -155,6 +155,9 @@ describe('protected policies', () => {
         ['a missing policy', (b) => delete b.policy, 'body/policy'],
         ['a missing agentId', (b) => delete b.agentId, 'body/agentId'],
         ['an empty name', (b) => (b.name = ''), 'body/name'],
+        // PostgreSQL cannot store NUL; a lone surrogate would be stored as U+FFFD
+        ['a NUL character in the name', (b) => (b.name = 'ops\u0000'), 'body/name'],
+        ['a lone surrogate in the agentId', (b) => (b.agentId = 'agent-\ud800'), 'body/agentId'],
         ['an extra property at the top', (b) => (b.extra = true), 'body/extra'],
         ['an extra property inside the policy', (b) => (b.policy.remainingDailyBudget = '5'), 'body/policy/remainingDailyBudget'],
         ['a number amount', (b) => (b.policy.maxPerTransaction = 50), 'body/policy/maxPerTransaction'],

@@ -1,7 +1,7 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';
 import type { AppDeps } from '../../app.js';
-import { problems, StringEnum } from '../../platform/schemas.js';
+import { problems, StringEnum, Text } from '../../platform/schemas.js';
 import { LeadStore } from './store.js';
 
 export const MONTHLY_DECISIONS = ['under-1k', '1k-10k', '10k-100k', 'over-100k', 'not-sure'] as const;
@@ -9,9 +9,9 @@ export const MONTHLY_DECISIONS = ['under-1k', '1k-10k', '10k-100k', 'over-100k',
 export const PilotLeadRequest = Type.Object(
   {
     email: Type.String({ format: 'email', maxLength: 254 }),
-    company: Type.String({ minLength: 1, maxLength: 120 }),
+    company: Text({ minLength: 1, maxLength: 120 }),
     monthlyDecisions: StringEnum(MONTHLY_DECISIONS),
-    needs: Type.String({ minLength: 10, maxLength: 1200 }),
+    needs: Text({ minLength: 10, maxLength: 1200 }),
   },
   { additionalProperties: false },
 );

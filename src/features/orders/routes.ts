@@ -4,7 +4,7 @@ import { digestOf } from '../../platform/canonical.js';
 import { AppError } from '../../platform/errors.js';
 import { compileBodyValidator } from '../../platform/http.js';
 import { PAID_REPORTS, type PaidReportName } from '../../platform/prices.js';
-import { DateTime, problems, StringEnum } from '../../platform/schemas.js';
+import { DateTime, problems, StringEnum, Text } from '../../platform/schemas.js';
 import type { PaidReportDef, PaidReports } from '../reports/pipeline.js';
 import { PendingReport, ReportReceipt } from '../reports/report-schemas.js';
 import { TX_HASH_PATTERN } from '../reports/schemas.js';
@@ -26,8 +26,8 @@ const CreatedOrder = Type.Object({
 });
 const Recover = Type.Object(
   {
-    id: Type.String({ maxLength: 100 }),
-    key: Type.String({ maxLength: 100 }),
+    id: Text({ maxLength: 100 }),
+    key: Text({ maxLength: 100 }),
     txHash: Type.Optional(Type.String({ pattern: TX_HASH_PATTERN, description: 'Settlement transaction of an interrupted payment' })),
   },
   { additionalProperties: false },

@@ -1,5 +1,5 @@
 import { Type, type Static } from 'typebox';
-import { Address, Amount, Asset, Chain, DateTime, StringEnum } from '../../platform/schemas.js';
+import { Address, Amount, Asset, Chain, DateTime, StringEnum, Text } from '../../platform/schemas.js';
 import { idPattern } from '../../platform/ids.js';
 import { AgentId, AllowedRecipients, DecisionValue, MaxRepeats, Reasons, RequestId } from './schemas.js';
 
@@ -22,7 +22,7 @@ export type PolicyRules = Static<typeof PolicyRules>;
 
 export const CreatePolicyRequest = Type.Object(
   {
-    name: Type.String({ minLength: 1, maxLength: 120 }),
+    name: Text({ minLength: 1, maxLength: 120 }),
     agentId: AgentId,
     policy: PolicyRules,
   },
@@ -32,7 +32,7 @@ export const CreatePolicyRequest = Type.Object(
 export const ReplacePolicyRequest = Type.Object(
   {
     policy: PolicyRules,
-    name: Type.Optional(Type.String({ minLength: 1, maxLength: 120 })),
+    name: Type.Optional(Text({ minLength: 1, maxLength: 120 })),
     status: Type.Optional(ActiveStatus),
     agentStatus: Type.Optional(ActiveStatus),
   },
@@ -114,7 +114,7 @@ export const Receipt = Type.Object({
 export const DecisionWithReceipt = Type.Object({ decision: Decision, receipt: Receipt });
 
 export const ApproveRequest = Type.Object(
-  { note: Type.Optional(Type.String({ maxLength: 500 })) },
+  { note: Type.Optional(Text({ maxLength: 500 })) },
   { additionalProperties: false },
 );
 

@@ -1,9 +1,9 @@
 import { Type, type Static } from 'typebox';
-import { Address, Amount, Asset, Chain, DateTime, StringEnum } from '../../platform/schemas.js';
+import { Address, Amount, Asset, Chain, DateTime, StringEnum, Text } from '../../platform/schemas.js';
 import { DECISIONS, PROOF_DECISIONS, REASONS } from './rules.js';
 
-export const AgentId = Type.String({ minLength: 1, maxLength: 80, description: 'The agent the spend is for (1 to 80 characters)' });
-export const RequestId = Type.String({ minLength: 1, maxLength: 120, description: "The caller's idempotency key for this spend (1 to 120 characters)" });
+export const AgentId = Text({ minLength: 1, maxLength: 80, description: 'The agent the spend is for (1 to 80 characters)' });
+export const RequestId = Text({ minLength: 1, maxLength: 120, description: "The caller's idempotency key for this spend (1 to 120 characters)" });
 export const MaxRepeats = Type.Integer({ minimum: 1, maximum: 1_000_000, description: 'Decisions allowed to the same recipient for the same amount per UTC day' });
 export const AllowedRecipients = Type.Array(Address(), { maxItems: 1000, description: 'Known recipients (compared case-insensitively)' });
 export const DecisionValue = StringEnum(DECISIONS);
