@@ -148,7 +148,8 @@ export class DecisionService {
   /**
    * `decide` inside the caller's write transaction, so that the caller can store more in the
    * same commit (evidence chains store the chain with its decision). `tx` must come from
-   * `this.writes.run`, which holds the policy's lock.
+   * `this.writes.run([req.policyId], …)`: the group commit holds the policy's lock, and
+   * decideMany takes none of its own.
    */
   async decideIn(tx: Tx, req: DecisionRequest, key: AgentKey, now: Date): Promise<DecisionOutcome> {
     const [outcome] = await this.decideMany(tx, [this.jobOf(req, key, now)]);
@@ -459,12 +460,15 @@ function hotQueries(database: Database) {
   };
   const arrays = (types: string[], from: number) => types.map((t, i) => `$${from + i}::${t}[]`).join(', ');
   const k = DECISION_COLUMNS.length;
-  // Data-modifying WITH clauses all run, referenced or not. Each budget row appears once in its
-  // arrays (the batch sums them first): an upsert may not touch one row twice.
+  // Data-modifying WITH clauses all run, referenced or not. Decisions are inserted in the order
+  // they were made (their seq orders the list). Each budget row appears once in its arrays (the
+  // batch sums them first): an upsert may not touch one row twice.
   const writeMany = preparedSql(`
     with decided as (
       insert into decisions (${DECISION_COLUMNS.join(', ')})
-      select * from unnest(${arrays(DECISION_COLUMNS.map((c) => DECISION_TYPES[c]), 1)})
+      select ${DECISION_COLUMNS.join(', ')}
+      from unnest(${arrays(DECISION_COLUMNS.map((c) => DECISION_TYPES[c]), 1)}) with ordinality as t(${DECISION_COLUMNS.join(', ')}, n)
+      order by n
     ), spent as (
       insert into policy_day_spend (policy_id, day, spent_micro)
       select * from unnest(${arrays(['text', 'text', 'bigint'], k + 1)})

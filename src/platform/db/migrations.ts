@@ -207,7 +207,7 @@ function migrations(dialect: Dialect): Record<string, Migration> {
       async up(db: Kysely<any>) {
         // Only HUMAN_APPROVAL decisions have an approval status, and only they are listed by it:
         // every APPROVE or BLOCK decision wrote a page of this index for nothing.
-        await db.schema.dropIndex('decisions_policy_approval').execute();
+        await db.schema.dropIndex('decisions_policy_approval').ifExists().execute();
         await db.schema
           .createIndex('decisions_policy_approval')
           .on('decisions')
@@ -223,9 +223,10 @@ function migrations(dialect: Dialect): Record<string, Migration> {
         // indexes on policy_id cost the same, and the cached plan then read every decision of
         // the policy to find one requestId (the decision rate fell as history grew, until an
         // ANALYZE replanned it). A partial index is only usable by a query whose WHERE implies
-        // its predicate; only the list says `seq > 0`, so the lookup can use nothing but the
-        // unique (policy_id, request_id) index.
-        await db.schema.dropIndex('decisions_policy_seq').execute();
+        // its predicate; only the list says `seq > 0`, so the lookup can use no index but the
+        // unique (policy_id, request_id) one. (SQLite runs migrations outside a transaction:
+        // ifExists lets a start that stopped between the two statements run this again.)
+        await db.schema.dropIndex('decisions_policy_seq').ifExists().execute();
         await db.schema.createIndex('decisions_policy_seq').on('decisions').columns(['policy_id', 'seq']).where(sql<boolean>`seq > 0`).execute();
       },
     },
