@@ -1,8 +1,7 @@
-import { sql } from 'kysely';
+import { sql, type ExpressionBuilder, type Insertable, type Selectable } from 'kysely';
 import type { Database } from '../../platform/db/database.js';
 import type { DB, DecisionsTable } from '../../platform/db/schema.js';
-import type { ExpressionBuilder, Insertable, Selectable } from 'kysely';
-import { GroupCommitter, type BatchHandler, type JobOutcome } from '../../platform/db/group-commit.js';
+import { failedJob, GroupCommitter, type BatchHandler, type JobOutcome } from '../../platform/db/group-commit.js';
 import { preparedQuery, preparedSql } from '../../platform/db/prepared.js';
 import type { Tx } from '../../platform/db/tx.js';
 import { digestOf } from '../../platform/canonical.js';
@@ -240,8 +239,7 @@ export class DecisionService {
       try {
         return { ok: true, value: decideOne(job, snaps[i]!) };
       } catch (err) {
-        if (err instanceof AppError) return { ok: false, error: err };
-        throw err;
+        return failedJob(err);
       }
     });
     if (made.size) await this.hot.writeMany(tx, [...made.values()], [...spends.values()], [...repeats.values()]);

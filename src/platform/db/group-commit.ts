@@ -6,6 +6,12 @@ import { AppError } from '../errors.js';
 /** What one job of a batch came to: a value, or an AppError (a 4xx) that fails that job alone. */
 export type JobOutcome<T> = { ok: true; value: T } | { ok: false; error: AppError };
 
+/** The outcome of a job that threw `err`: an AppError fails that job alone; anything else is rethrown. */
+export function failedJob(err: unknown): JobOutcome<never> {
+  if (err instanceof AppError) return { ok: false, error: err };
+  throw err;
+}
+
 /**
  * Runs several jobs of one kind inside the batch's transaction at once (for example, all the
  * protected decisions that arrived together: one read and one write for all of them). It returns
@@ -73,8 +79,7 @@ export class GroupCommitter {
       try {
         return [{ ok: true, value: await work(tx) }];
       } catch (err) {
-        if (err instanceof AppError) return [{ ok: false, error: err }];
-        throw err;
+        return [failedJob(err)];
       }
     };
     return this.runWith(lockIds, solo, undefined);
