@@ -53,17 +53,24 @@ for (let i = 0; i < 16; i++) {
 }
 const signer = ReceiptSigner.fromPrivateKey(generateKeyPairSync('ed25519').privateKey);
 let seq = 0;
-const WRITE = (guard: boolean) => `with ${guard ? `guard as (update policies p set revision = p.revision from unnest($7::text[], $8::text[]) as g(id, v) where p.id = g.id and p.xmin = g.v::xid returning p.id), ok as (select count(*) = cardinality($7::text[]) as ok from guard),` : ''}
+// The guard locks the policies in id order, as the service's lock does. Every insert runs only if
+// every policy passed, and the statement answers `ok` even when nothing was inserted.
+const WRITE = (guard: boolean) => `with ${guard ? `guard as (
+    update policies p set revision = p.revision from unnest($7::text[], $8::text[]) as g(id, v)
+    where p.id = g.id and p.xmin = g.v::xid and p.id in (select id from policies where id = any($7::text[]) order by id for update)
+    returning p.id),` : ''}
+  ok as (select ${guard ? 'count(*) = cardinality($7::text[]) as ok from guard' : 'true as ok'}),
   ins as (
     insert into decisions (id, policy_id, request_id, agent_id, recipient, amount_micro, request_digest, decision, reasons, policy_revision, day, created_at, receipt)
     select id, policy_id, request_id, 'agent-bench', $5, 1000000, 'x', 'APPROVE', '[]', 1, $6, now()::text, receipt
-    from unnest($1::text[], $2::text[], $3::text[], $4::text[]) as t(id, policy_id, request_id, receipt) ${guard ? 'where (select ok from ok)' : ''} returning policy_id),
+    from unnest($1::text[], $2::text[], $3::text[], $4::text[]) as t(id, policy_id, request_id, receipt) where (select ok from ok) returning policy_id),
   spend as (
     insert into policy_day_spend (policy_id, day, spent_micro) select policy_id, $6, count(*) * 1000000 from ins group by policy_id
-    on conflict (policy_id, day) do update set spent_micro = policy_day_spend.spent_micro + excluded.spent_micro)
-  insert into policy_day_repeats (policy_id, day, recipient, amount_micro, count) select policy_id, $6, $5, 1000000, count(*) from ins group by policy_id
-  on conflict (policy_id, day, recipient, amount_micro) do update set count = policy_day_repeats.count + excluded.count
-  ${guard ? 'returning (select ok from ok)' : ''}`;
+    on conflict (policy_id, day) do update set spent_micro = policy_day_spend.spent_micro + excluded.spent_micro),
+  repeats as (
+    insert into policy_day_repeats (policy_id, day, recipient, amount_micro, count) select policy_id, $6, $5, 1000000, count(*) from ins group by policy_id
+    on conflict (policy_id, day, recipient, amount_micro) do update set count = policy_day_repeats.count + excluded.count)
+  select ok from ok`;
 const READ = `select p.*, p.xmin::text as v, (select d.id from decisions d where d.policy_id = t.policy_id and d.request_id = t.request_id) as existing,
   (select spent_micro from policy_day_spend s where s.policy_id = t.policy_id and s.day = $3) as spent,
   (select count from policy_day_repeats r where r.policy_id = t.policy_id and r.day = $3 and r.recipient = $4 and r.amount_micro = 1000000) as repeats
@@ -88,7 +95,7 @@ async function batch(mode: 'B' | 'C', reqs: Array<{ policyId: string; requestId:
       const values: unknown[] = [rows.map((r) => r.id), rows.map((r) => r.policyId), rows.map((r) => r.requestId), rows.map((r) => r.receipt), RECIPIENT, day];
       if (mode === 'C') values.push([...vers.keys()], [...vers.values()]);
       const w = await c.query({ name: `write${mode}`, text: WRITE(mode === 'C'), values });
-      if (mode === 'C' && w.rows[0] && w.rows[0].ok === false) { conflicts++; continue; }
+      if (w.rows[0]?.ok !== true) { conflicts++; continue; }
       break;
     }
     if (mode === 'B') await c.query('commit');
