@@ -1,0 +1,100 @@
+import { close, fdatasync, open } from 'node:fs';
+import { promisify } from 'node:util';
+import type SQLite from 'better-sqlite3';
+
+const openFile = promisify(open);
+const datasync = promisify(fdatasync);
+const closeFile = promisify(close);
+
+/**
+ * Makes commits of an SQLite database durable off the event loop: an fdatasync of its WAL file
+ * on libuv's thread pool (see writeTransactionDeferred in tx.ts).
+ *
+ * better-sqlite3 runs every statement on the calling thread, so under synchronous=FULL each
+ * COMMIT holds the event loop for its fsync (0.2 to 0.5 ms, now and then 15 ms): nothing else is
+ * served meanwhile. A commit under synchronous=NORMAL writes the same WAL frames without the
+ * fsync, and one fdatasync of the WAL file afterwards makes them durable: fsync flushes a file's
+ * pages whoever wrote them. A caller acknowledges such a commit only once `barrier()` resolved.
+ *
+ * Callers that arrive while a sync runs share the next one, which starts when it ends: the
+ * running one may have started before their commit. A failed sync fails for good: after an
+ * fsync error the kernel may have dropped the unwritten pages and a later fsync can succeed
+ * without them, so no later write may be acknowledged either (the service must be restarted).
+ */
+export class WalSync {
+  private fd?: number;
+  private running?: Promise<void>;
+  private queued?: Promise<void>;
+  private failure?: Error;
+  private readonly normal: SQLite.Statement;
+  private readonly full: SQLite.Statement;
+
+  constructor(
+    sqlite: SQLite.Database,
+    private readonly walPath: string,
+    /** The sync itself; tests replace it to hold or fail a sync. */
+    private readonly sync: (fd: number) => Promise<void> = datasync,
+  ) {
+    this.normal = sqlite.prepare('pragma synchronous = normal');
+    this.full = sqlite.prepare('pragma synchronous = full');
+  }
+
+  /**
+   * Runs `commit` (a transaction on the serving connection, which the caller holds) with
+   * synchronous=NORMAL, so that its COMMIT writes the WAL without syncing it; every other
+   * commit on the connection syncs as usual.
+   */
+  async unsynced<T>(commit: () => Promise<T>): Promise<T> {
+    this.normal.run();
+    try {
+      return await commit();
+    } finally {
+      this.full.run();
+    }
+  }
+
+  /** The error of a failed sync, after which no write may be acknowledged. */
+  get failed(): Error | undefined {
+    return this.failure;
+  }
+
+  /** Resolves once everything committed before this call is on disk. */
+  barrier(): Promise<void> {
+    if (this.failure) return Promise.reject(this.failure);
+    if (!this.running) return this.start();
+    this.queued ??= this.running
+      .catch(() => {})
+      .then(() => {
+        this.queued = undefined;
+        return this.failure ? Promise.reject(this.failure) : this.start();
+      });
+    return this.queued;
+  }
+
+  /** Waits for the syncs in flight, then releases the file. */
+  async close(): Promise<void> {
+    await Promise.allSettled([this.running, this.queued]);
+    if (this.fd !== undefined) await closeFile(this.fd);
+    this.fd = undefined;
+  }
+
+  private start(): Promise<void> {
+    const run = this.syncOnce().finally(() => {
+      if (this.running === run) this.running = undefined;
+    });
+    this.running = run;
+    return run;
+  }
+
+  private async syncOnce(): Promise<void> {
+    try {
+      // Opened on first use: the WAL file exists once something was committed, and SQLite keeps
+      // that same file while the serving connection is open.
+      this.fd ??= await openFile(this.walPath, 'r+');
+      await this.sync(this.fd);
+    } catch (err) {
+      this.failure ??= new Error(`fsync of the SQLite WAL failed; no further write can be acknowledged: ${(err as Error).message}`);
+      throw this.failure;
+    }
+  }
+}

@@ -1,0 +1,159 @@
+import { afterEach, describe, expect, it, vi } from 'vitest';
+import { WalSync } from '../../src/platform/db/wal-sync.js';
+import { createTestApp, json, type TestApp } from '../helpers/app.js';
+import { testDialect } from '../helpers/db.js';
+import { createPolicy, decideRaw, readDecision, bearer, rid, START } from '../helpers/policies.js';
+import { expectProblem } from '../helpers/problems.js';
+
+// SQLite only: a batch of protected decisions commits without syncing the WAL on the event loop,
+// and is answered only once an fdatasync of the WAL on the thread pool has finished.
+
+/** A sync the test holds until it calls release(), or fails with fail(). */
+function gate() {
+  let release!: () => void;
+  let fail!: (err: Error) => void;
+  const done = new Promise<void>((res, rej) => {
+    release = res;
+    fail = rej;
+  });
+  return { done, release, fail };
+}
+
+const syncOnce = () => vi.spyOn(WalSync.prototype as unknown as { syncOnce(): Promise<void> }, 'syncOnce');
+
+/** Whether a promise has settled by now (after the event loop has had time to move on). */
+async function settled(p: Promise<unknown>): Promise<boolean> {
+  let done = false;
+  void p.then(
+    () => (done = true),
+    () => (done = true),
+  );
+  await new Promise((r) => setTimeout(r, 50));
+  return done;
+}
+
+describe.skipIf(testDialect !== 'sqlite')('SQLite commits synced off the event loop', () => {
+  let t: TestApp | undefined;
+  afterEach(async () => {
+    vi.restoreAllMocks();
+    await t?.close();
+    t = undefined;
+  });
+
+  async function app() {
+    t = await createTestApp();
+    t.clock.set(START);
+    return t;
+  }
+
+  it('answers a decision only once its commit is on disk, while other requests are served meanwhile', async () => {
+    const t = await app();
+    const p = await createPolicy(t);
+    const held = gate();
+    const original = (WalSync.prototype as unknown as { syncOnce(): Promise<void> }).syncOnce;
+    syncOnce().mockImplementationOnce(async function (this: WalSync) {
+      await held.done;
+      return original.call(this);
+    });
+
+    const pending = decideRaw(t, p, { requestId: rid('held'), amount: '1' });
+    let stored: Array<{ id: string }>;
+    try {
+      expect(await settled(pending)).toBe(false);
+      // Committed, not yet acknowledged; the event loop still serves other requests.
+      stored = await t.database.db.selectFrom('decisions').select(['id', 'decision']).where('policy_id', '=', p.policyId).execute();
+      expect(stored).toHaveLength(1);
+      expect((await t.app.inject({ method: 'GET', url: '/healthz' })).statusCode).toBe(200);
+    } finally {
+      held.release();
+    }
+    const res = await pending;
+    expect(res.statusCode, res.body).toBe(200);
+    expect(json(res).decision).toMatchObject({ decisionId: stored[0]!.id, decision: 'APPROVE' });
+  });
+
+  it('keeps every other commit on the connection synced (synchronous=FULL) after a batch', async () => {
+    const t = await app();
+    const p = await createPolicy(t);
+    expect((await decideRaw(t, p, { requestId: rid('a'), amount: '1' })).statusCode).toBe(200);
+    // An unknown policy fails inside the batch's transaction: the setting is restored either way.
+    expect((await decideRaw(t, { ...p, policyId: `sgp_${'0'.repeat(32)}` }, { requestId: rid('b'), amount: '1' })).statusCode).toBe(404);
+    const { rows } = await t.database.db.executeQuery<{ synchronous: bigint }>({ sql: 'pragma synchronous', parameters: [], query: undefined as never, queryId: undefined as never });
+    expect(Number(rows[0]!.synchronous)).toBe(2);
+  });
+
+  it('after a failed fsync answers 500 to that batch and to every later write, and is not ready', async () => {
+    const t = await app();
+    const p = await createPolicy(t);
+    const first = await decideRaw(t, p, { requestId: rid('ok'), amount: '1' });
+    expect(first.statusCode).toBe(200);
+
+    const original = (WalSync.prototype as unknown as { syncOnce(): Promise<void> }).syncOnce;
+    syncOnce().mockImplementationOnce(async function (this: WalSync) {
+      (this as unknown as { sync: () => Promise<void> }).sync = async () => {
+        throw new Error('EIO: i/o error, fdatasync /secret/path/db.sqlite-wal');
+      };
+      return original.call(this);
+    });
+    const failed = await decideRaw(t, p, { requestId: rid('eio'), amount: '1' });
+    const body = expectProblem(failed, 500, 'internal_error');
+    expect(JSON.stringify(body)).not.toContain('/secret/path');
+
+    // Sticky: the kernel may have dropped the pages, so nothing later is acknowledged either.
+    const later = await decideRaw(t, p, { requestId: rid('later'), amount: '1' });
+    expectProblem(later, 500, 'internal_error');
+    expect((await t.app.inject({ method: 'GET', url: '/readyz' })).statusCode).toBe(503);
+    // The decision acknowledged before the failure still reads back.
+    expect((await readDecision(t, json(first).decision.decisionId, bearer(p.agentKey))).statusCode).toBe(200);
+  });
+});
+
+describe('WalSync', () => {
+  function controlled() {
+    const syncs: Array<ReturnType<typeof gate>> = [];
+    const fake = { prepare: () => ({ run() {} }) } as unknown as ConstructorParameters<typeof WalSync>[0];
+    const w = new WalSync(fake, '/dev/null', () => {
+      const g = gate();
+      syncs.push(g);
+      return g.done;
+    });
+    return { w, syncs };
+  }
+  // The file is opened on the thread pool before the first sync starts.
+  const started = (syncs: unknown[], n: number) => vi.waitFor(() => expect(syncs).toHaveLength(n));
+
+  it('makes a caller that arrives during a sync wait for the next one, which all such callers share', async () => {
+    const { w, syncs } = controlled();
+    const a = w.barrier();
+    await started(syncs, 1);
+    const b = w.barrier();
+    const c = w.barrier();
+    syncs[0]!.release();
+    await a;
+    await started(syncs, 2);
+    expect(await settled(b)).toBe(false);
+    syncs[1]!.release();
+    await Promise.all([b, c]);
+    expect(syncs).toHaveLength(2);
+    // Nothing in flight: the next caller starts a sync of its own.
+    const d = w.barrier();
+    await started(syncs, 3);
+    syncs[2]!.release();
+    await d;
+    await w.close();
+  });
+
+  it('fails every later barrier once a sync failed, without syncing again', async () => {
+    const { w, syncs } = controlled();
+    const a = w.barrier();
+    await started(syncs, 1);
+    const b = w.barrier();
+    syncs[0]!.fail(new Error('EIO'));
+    await expect(a).rejects.toThrow(/fsync of the SQLite WAL failed.*EIO/);
+    await expect(b).rejects.toThrow(/EIO/);
+    await expect(w.barrier()).rejects.toThrow(/EIO/);
+    expect(syncs).toHaveLength(1);
+    expect(w.failed?.message).toMatch(/EIO/);
+    await w.close();
+  });
+});
