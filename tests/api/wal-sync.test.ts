@@ -100,8 +100,11 @@ describe.skipIf(testDialect !== 'sqlite')('SQLite commits synced off the event l
     expect(JSON.stringify(body)).not.toContain('/secret/path');
 
     // Sticky: the kernel may have dropped the pages, so nothing later is acknowledged either.
-    const later = await decideRaw(t, p, { requestId: rid('later'), amount: '1' });
+    const laterId = rid('later');
+    const later = await decideRaw(t, p, { requestId: laterId, amount: '1' });
     expectProblem(later, 500, 'internal_error');
+    // ... and is not even stored: it could never be acknowledged.
+    expect(await t.database.db.selectFrom('decisions').select('id').where('request_id', '=', laterId).execute()).toEqual([]);
     expect((await t.app.inject({ method: 'GET', url: '/readyz' })).statusCode).toBe(503);
     // The decision acknowledged before the failure still reads back.
     expect((await readDecision(t, json(first).decision.decisionId, bearer(p.agentKey))).statusCode).toBe(200);

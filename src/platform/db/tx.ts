@@ -43,6 +43,8 @@ async function sqliteTransaction<T>(conn: Tx, fn: (tx: Tx) => Promise<T>): Promi
 export async function writeTransactionDeferred<T>(database: Database, fn: (tx: Tx) => Promise<T>): Promise<{ value: T; durable: Promise<void> }> {
   const { walSync } = database;
   if (database.dialect === 'postgres' || !walSync) return { value: await writeTransaction(database, fn), durable: Promise.resolve() };
+  // After a failed sync nothing more is written: it could never be acknowledged.
+  if (walSync.failed) throw walSync.failed;
   const value = await database.db.connection().execute((conn) => walSync.unsynced(() => sqliteTransaction(conn, fn)));
   return { value, durable: walSync.barrier() };
 }
