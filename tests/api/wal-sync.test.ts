@@ -1,3 +1,4 @@
+import { sql } from 'kysely';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { WalSync } from '../../src/platform/db/wal-sync.js';
 import { createTestApp, json, type TestApp } from '../helpers/app.js';
@@ -5,7 +6,7 @@ import { testDialect } from '../helpers/db.js';
 import { createPolicy, decideRaw, readDecision, bearer, rid, START } from '../helpers/policies.js';
 import { expectProblem } from '../helpers/problems.js';
 
-// SQLite only: a batch of protected decisions commits without syncing the WAL on the event loop,
+// SQLite only: a write transaction (such as a batch of protected decisions) commits without syncing the WAL on the event loop,
 // and is answered only once an fdatasync of the WAL on the thread pool has finished.
 
 /** A sync the test holds until it calls release(), or fails with fail(). */
@@ -72,13 +73,13 @@ describe.skipIf(testDialect !== 'sqlite')('SQLite commits synced off the event l
     expect(json(res).decision).toMatchObject({ decisionId: stored[0]!.id, decision: 'APPROVE' });
   });
 
-  it('keeps every other commit on the connection synced (synchronous=FULL) after a batch', async () => {
+  it('leaves statements outside write transactions synced (synchronous=FULL) after a batch', async () => {
     const t = await app();
     const p = await createPolicy(t);
     expect((await decideRaw(t, p, { requestId: rid('a'), amount: '1' })).statusCode).toBe(200);
     // An unknown policy fails inside the batch's transaction: the setting is restored either way.
     expect((await decideRaw(t, { ...p, policyId: `sgp_${'0'.repeat(32)}` }, { requestId: rid('b'), amount: '1' })).statusCode).toBe(404);
-    const { rows } = await t.database.db.executeQuery<{ synchronous: bigint }>({ sql: 'pragma synchronous', parameters: [], query: undefined as never, queryId: undefined as never });
+    const { rows } = await sql<{ synchronous: bigint }>`pragma synchronous`.execute(t.database.db);
     expect(Number(rows[0]!.synchronous)).toBe(2);
   });
 

@@ -19,7 +19,7 @@ export interface Database {
   /** Resolves when the database answers a trivial query; rejects otherwise. */
   ping(): Promise<void>;
   close(): Promise<void>;
-  /** SQLite on a file only: syncs its WAL off the event loop (see writeTransactionDeferred). */
+  /** SQLite on a file only: syncs its WAL off the event loop (see writeTransaction). */
   walSync?: WalSync;
 }
 
@@ -47,8 +47,8 @@ function openSqlite(url: string): Database {
   if (file !== ':memory:') mkdirSync(dirname(resolve(file)), { recursive: true });
   const sqlite = new SQLite(file);
   // WAL lets readers proceed during a write; synchronous=FULL makes an acknowledged commit
-  // survive a power loss, which a payment-safety service owes its callers. (Batches of the group
-  // commit sync the same WAL off the event loop before they are acknowledged: see WalSync.)
+  // survive a power loss, which a payment-safety service owes its callers. (Write transactions
+  // sync the same WAL off the event loop before they resolve: see writeTransaction.)
   sqlite.pragma('journal_mode = WAL');
   sqlite.pragma('synchronous = FULL');
   sqlite.pragma('busy_timeout = 5000');

@@ -8,7 +8,7 @@ const closeFile = promisify(close);
 
 /**
  * Makes commits of an SQLite database durable off the event loop: an fdatasync of its WAL file
- * on libuv's thread pool (see writeTransactionDeferred in tx.ts).
+ * on libuv's thread pool (see writeTransaction in tx.ts).
  *
  * better-sqlite3 runs every statement on the calling thread, so under synchronous=FULL each
  * COMMIT holds the event loop for its fsync (0.2 to 0.5 ms, now and then 15 ms): nothing else is
@@ -41,8 +41,8 @@ export class WalSync {
 
   /**
    * Runs `commit` (a transaction on the serving connection, which the caller holds) with
-   * synchronous=NORMAL, so that its COMMIT writes the WAL without syncing it; every other
-   * commit on the connection syncs as usual.
+   * synchronous=NORMAL, so that its COMMIT writes the WAL without syncing it; statements
+   * outside a write transaction still commit under synchronous=FULL.
    */
   async unsynced<T>(commit: () => Promise<T>): Promise<T> {
     this.normal.run();
