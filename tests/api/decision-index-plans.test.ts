@@ -1,7 +1,8 @@
 import { sql, type Kysely } from 'kysely';
+import pg from 'pg';
 import { describe, expect, it } from 'vitest';
 import type { DB } from '../../src/platform/db/schema.js';
-import { createTestDatabase, testDialect } from '../helpers/db.js';
+import { createTestDatabase, testDialect, type TestDatabase } from '../helpers/db.js';
 import { suiteFixture } from '../helpers/suite.js';
 
 /**
@@ -59,5 +60,64 @@ describe('indexes of the decisions table', () => {
       ['bigint', 500],
     ]);
     expect(plan).toContain('decisions_policy_seq');
+  });
+});
+
+/**
+ * The plans PostgreSQL runs inside `statement` (the statements of the functions it calls among
+ * them), as auto_explain reports them to this client.
+ */
+async function nestedPlans(database: TestDatabase, statement: string, values: unknown[]): Promise<string[]> {
+  const client = new pg.Client({ connectionString: database.url, options: `-c search_path=${database.pgSchema}` });
+  await client.connect();
+  const plans: string[] = [];
+  client.on('notice', (n) => plans.push(n.message ?? ''));
+  try {
+    await client.query(`load 'auto_explain'`);
+    for (const s of ['log_min_duration = 0', 'log_nested_statements = on', 'log_level = notice']) await client.query(`set auto_explain.${s}`);
+    await client.query(statement, values);
+  } finally {
+    await client.end();
+  }
+  return plans;
+}
+
+// The decision functions of migration 0008 plan their statements once per connection, possibly
+// while the tables are still empty; a sequential scan chosen then would read whole tables once
+// they are large.
+describe.skipIf(testDialect !== 'postgres')('plans of the PostgreSQL decision functions', () => {
+  const t = suiteFixture(async () => {
+    const database = await createTestDatabase();
+    return { database, close: () => database.drop() };
+  });
+
+  it('read every table through its unique index, even planned while the tables are small', async () => {
+    // A few rows in each table, analyzed: a sequential scan is then the cheapest plan for them.
+    const { db } = t.database;
+    for (let i = 0; i < 16; i++) {
+      const id = `sgp_${i}`;
+      const at = '2026-01-15T00:00:00.000Z';
+      await db
+        .insertInto('policies')
+        .values({ id, name: 'p', agent_id: 'a', rules: '{}', revision: 1, status: 'active', agent_status: 'active', direct_checks: 0, admin_key_hash: `a${i}`, agent_key_hash: `g${i}`, created_at: at, updated_at: at, access_expires_at: at })
+        .execute();
+      await db.insertInto('policy_day_spend').values({ policy_id: id, day: '2026-01-15', spent_micro: 1n }).execute();
+      await db.insertInto('policy_day_repeats').values({ policy_id: id, day: '2026-01-15', recipient: 'r', amount_micro: 1n, count: 1 }).execute();
+    }
+    await sql`analyze`.execute(db);
+    const read = ['{sgp_x}', '{r1}', '{2026-01-15}', '{0x1111111111111111111111111111111111111111}', '{1000000}'];
+    const snapshot = await nestedPlans(t.database, 'select * from paywarden_decision_snapshot($1, $2, $3, $4, $5)', read);
+    // The check under the locks (a read that does not match, so it stores nothing).
+    const check = await nestedPlans(
+      t.database,
+      `select paywarden_decide_if_unchanged($1, $2, $3, $4, $5, $6, $7, $8, $9, $10${', null'.repeat(25)})`,
+      ['{sgp_x}', ...read, '{1}', '{null}', '{null}', '{null}'],
+    );
+    const plans = [...snapshot, ...check].join('\n');
+    expect(plans).not.toContain('Seq Scan');
+    for (const index of ['policies_pkey', 'decisions_policy_request', 'policy_day_spend_pk', 'policy_day_repeats_pk']) {
+      expect(plans).toContain(`Index Scan using ${index}`);
+    }
+    expect(plans).toContain('LockRows');
   });
 });

@@ -1,4 +1,4 @@
-import { sql, type ExpressionBuilder, type Insertable, type Selectable } from 'kysely';
+import { sql, type ExpressionBuilder, type Insertable, type Kysely, type Selectable } from 'kysely';
 import type { Database } from '../../platform/db/database.js';
 import type { DB, DecisionsTable } from '../../platform/db/schema.js';
 import { failedJob, GroupCommitter, type BatchHandler, type JobOutcome } from '../../platform/db/group-commit.js';
@@ -38,6 +38,19 @@ interface DecisionSnapshot {
   spent: bigint;
   /** APPROVE decisions (and approved ones) of the day to this recipient for this amount */
   repeats: number;
+  /**
+   * PostgreSQL: the values read, as read (null for a missing row), for the check under the locks
+   * of a batch decided without them (paywarden_decide_if_unchanged).
+   */
+  asRead?: { policyXmin: string | null; existingId: string | null; spent: string | null; repeats: number | null };
+}
+
+/** A batch decided in memory: what to answer, and what to store for it. */
+interface DecidedBatch {
+  outcomes: JobOutcome<DecisionOutcome>[];
+  rows: DecisionRow[];
+  spends: SpendDelta[];
+  repeats: RepeatDelta[];
 }
 
 /** Budget spent by the decisions of one batch, by policy and day (and by recipient and amount). */
@@ -142,7 +155,10 @@ export class DecisionService {
   }
 
   /** The decision requests that arrive together share one batch call (see decideMany). */
-  private readonly decideBatch: BatchHandler<DecideJob, DecisionOutcome> = (tx, jobs) => this.decideMany(tx, jobs);
+  private readonly decideBatch: BatchHandler<DecideJob, DecisionOutcome> = Object.assign(
+    (tx: Tx, jobs: DecideJob[]) => this.decideMany(tx, jobs),
+    { withoutLocks: (db: Kysely<DB>, jobs: DecideJob[]) => this.decideWithoutLocks(db, jobs) },
+  );
 
   /**
    * `decide` inside the caller's write transaction, so that the caller can store more in the
@@ -175,6 +191,29 @@ export class DecisionService {
    */
   private async decideMany(tx: Tx, jobs: DecideJob[]): Promise<JobOutcome<DecisionOutcome>[]> {
     const snaps = await this.hot.readMany(tx, jobs);
+    const decided = await this.decideFrom(tx, jobs, snaps);
+    if (decided.rows.length) await this.hot.writeMany(tx, decided.rows, decided.spends, decided.repeats);
+    return decided.outcomes;
+  }
+
+  /**
+   * PostgreSQL: decideMany from a read taken without the policies' locks (GroupCommitter's
+   * `withoutLocks`). Its write takes the locks and stores the batch only if everything the batch
+   * read is still what the database holds; undefined (nothing stored) when not, and the batch is
+   * then decided again under the locks. A batch that stores nothing (only replays and refusals)
+   * answers from its read, as a read-only request would.
+   */
+  private async decideWithoutLocks(db: Kysely<DB>, jobs: DecideJob[]): Promise<JobOutcome<DecisionOutcome>[] | undefined> {
+    const snaps = await this.hot.readMany(db, jobs);
+    const decided = await this.decideFrom(db, jobs, snaps);
+    if (decided.rows.length && !(await this.hot.writeManyIfUnchanged(db, jobs, snaps, decided.rows, decided.spends, decided.repeats))) {
+      return undefined;
+    }
+    return decided.outcomes;
+  }
+
+  /** Decides a batch in memory from what was read for it (see decideMany); stores nothing. */
+  private async decideFrom(tx: Tx, jobs: DecideJob[], snaps: DecisionSnapshot[]): Promise<DecidedBatch> {
     const existingIds = snaps.flatMap((s) => (s.existingId ? [s.existingId] : []));
     const existing = new Map(
       existingIds.length ? (await tx.selectFrom('decisions').selectAll().where('id', 'in', existingIds).execute()).map((r) => [r.id, r as DecisionRow]) : [],
@@ -246,8 +285,7 @@ export class DecisionService {
         return failedJob(err);
       }
     });
-    if (made.size) await this.hot.writeMany(tx, [...made.values()], [...spends.values()], [...repeats.values()]);
-    return outcomes;
+    return { outcomes, rows: [...made.values()], spends: [...spends.values()], repeats: [...repeats.values()] };
   }
 
   /** An administrator approves a pending HUMAN_APPROVAL; the budget is spent now, if it still allows. */
@@ -419,15 +457,30 @@ function hotQueries(database: Database) {
   );
   const insertDecision = preparedQuery(DECISION_COLUMNS, (p) => db.insertInto('decisions').values(p));
 
-  type SnapshotRow = Omit<PolicyRow, 'id'> & { id: string | null; existing_id: string | null; spent_micro: bigint | string | null; repeat_count: number | string | null };
+  type SnapshotRow = Omit<PolicyRow, 'id'> & {
+    id: string | null;
+    existing_id: string | null;
+    spent_micro: bigint | string | null;
+    repeat_count: number | string | null;
+    policy_xmin?: string | null;
+  };
   const toSnapshot = (row: SnapshotRow | undefined): DecisionSnapshot => {
-    const { existing_id, spent_micro, repeat_count, ...policy } = row ?? ({} as Partial<SnapshotRow>);
-    return {
+    const { existing_id, spent_micro, repeat_count, policy_xmin, ...policy } = row ?? ({} as Partial<SnapshotRow>);
+    const snap: DecisionSnapshot = {
       policy: policy.id == null ? undefined : (policy as PolicyRow),
       existingId: existing_id ?? null,
       spent: spent_micro == null ? 0n : BigInt(spent_micro),
       repeats: repeat_count == null ? 0 : Number(repeat_count),
     };
+    if (policy_xmin !== undefined) {
+      snap.asRead = {
+        policyXmin: policy_xmin,
+        existingId: snap.existingId,
+        spent: spent_micro == null ? null : String(spent_micro),
+        repeats: repeat_count == null ? null : Number(repeat_count),
+      };
+    }
+    return snap;
   };
 
   // SQLite: one statement per decision.
@@ -444,41 +497,40 @@ function hotQueries(database: Database) {
       .where('policies.id', '=', p.policyId),
   );
 
-  // PostgreSQL: one statement per batch. One row per request, in order, also for an unknown
-  // policy (its columns null). The policies are already locked by the group commit.
+  // PostgreSQL: one statement per batch, through paywarden_decision_snapshot (migration 0008),
+  // planned once per connection. The policies are locked by the group commit, or, for a batch
+  // decided without the locks, what was read is checked again under them (policy_xmin).
   const snapshotMany = preparedSql<SnapshotRow>(`
-    select ${POLICY_COLUMNS.map((c) => `p.${c}`).join(', ')},
-      (select d.id from decisions d where d.policy_id = t.policy_id and d.request_id = t.request_id) as existing_id,
-      (select s.spent_micro from policy_day_spend s where s.policy_id = t.policy_id and s.day = t.day) as spent_micro,
-      (select r.count from policy_day_repeats r
-        where r.policy_id = t.policy_id and r.day = t.day and r.recipient = t.recipient and r.amount_micro = t.amount) as repeat_count
-    from unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::bigint[]) with ordinality as t(policy_id, request_id, day, recipient, amount, n)
-    left join policies p on p.id = t.policy_id
-    order by t.n`);
+    select ${POLICY_COLUMNS.join(', ')}, policy_xmin, existing_id, spent_micro, repeat_count
+    from paywarden_decision_snapshot($1::text[], $2::text[], $3::text[], $4::text[], $5::bigint[])
+    order by n`);
   const DECISION_TYPES: Record<(typeof DECISION_COLUMNS)[number], string> = {
     id: 'text', policy_id: 'text', request_id: 'text', agent_id: 'text', recipient: 'text', amount_micro: 'bigint', request_digest: 'text',
     decision: 'text', reasons: 'text', policy_revision: 'integer', day: 'text', approval_status: 'text', approval_expires_at: 'text',
     approved_at: 'text', approval_note: 'text', created_at: 'text', receipt: 'text',
   };
-  const arrays = (types: string[], from: number) => types.map((t, i) => `$${from + i}::${t}[]`).join(', ');
-  const k = DECISION_COLUMNS.length;
-  // Data-modifying WITH clauses all run, referenced or not. Decisions are inserted in the order
-  // they were made (their seq orders the list). Each budget row appears once in its arrays (the
-  // batch sums them first): an upsert may not touch one row twice.
-  const writeMany = preparedSql(`
-    with decided as (
-      insert into decisions (${DECISION_COLUMNS.join(', ')})
-      select ${DECISION_COLUMNS.join(', ')}
-      from unnest(${arrays(DECISION_COLUMNS.map((c) => DECISION_TYPES[c]), 1)}) with ordinality as t(${DECISION_COLUMNS.join(', ')}, n)
-      order by n
-    ), spent as (
-      insert into policy_day_spend (policy_id, day, spent_micro)
-      select * from unnest(${arrays(['text', 'text', 'bigint'], k + 1)})
-      on conflict (policy_id, day) do update set spent_micro = policy_day_spend.spent_micro + excluded.spent_micro
-    )
-    insert into policy_day_repeats (policy_id, day, recipient, amount_micro, count)
-    select * from unnest(${arrays(['text', 'text', 'text', 'bigint', 'integer'], k + 4)})
-    on conflict (policy_id, day, recipient, amount_micro) do update set count = policy_day_repeats.count + excluded.count`);
+  const arrays = (types: string[], from = 1) => types.map((t, i) => `$${from + i}::${t}[]`).join(', ');
+  // The arguments of paywarden_store_decisions (migration 0008), in its order: decisions by
+  // column, then the day's spend per policy and day, then the repeat counts. Each budget row
+  // appears once in its arrays (the batch sums them first).
+  const STORE_TYPES = [...DECISION_COLUMNS.map((c) => DECISION_TYPES[c]), 'text', 'text', 'bigint', 'text', 'text', 'text', 'bigint', 'integer'];
+  const storeArgs = (decisions: DecisionRow[], spends: SpendDelta[], repeats: RepeatDelta[]) => [
+    ...DECISION_COLUMNS.map((c) => decisions.map((d) => (typeof d[c] === 'bigint' ? d[c].toString() : (d[c] ?? null)))),
+    spends.map((s) => s.policyId),
+    spends.map((s) => s.day),
+    spends.map((s) => s.amount.toString()),
+    repeats.map((r) => r.policyId),
+    repeats.map((r) => r.day),
+    repeats.map((r) => r.recipient),
+    repeats.map((r) => r.amount.toString()),
+    repeats.map((r) => r.count),
+  ];
+  const writeMany = preparedSql(`select paywarden_store_decisions(${arrays(STORE_TYPES)})`);
+  // The locks, then what the batch read (its request keys and the values read), then storeArgs.
+  const READ_TYPES = ['text', 'text', 'text', 'text', 'bigint', 'text', 'text', 'bigint', 'integer'];
+  const writeManyIfUnchanged = preparedSql<{ stored: boolean }>(
+    `select paywarden_decide_if_unchanged(${arrays(['text', ...READ_TYPES, ...STORE_TYPES])}) as stored`,
+  );
 
   const pg = database.dialect === 'postgres';
   return {
@@ -506,22 +558,44 @@ function hotQueries(database: Database) {
     },
     async writeMany(tx: Tx, decisions: DecisionRow[], spends: SpendDelta[], repeats: RepeatDelta[]): Promise<void> {
       if (pg) {
-        await writeMany(tx, [
-          ...DECISION_COLUMNS.map((c) => decisions.map((d) => (typeof d[c] === 'bigint' ? d[c].toString() : (d[c] ?? null)))),
-          spends.map((s) => s.policyId),
-          spends.map((s) => s.day),
-          spends.map((s) => s.amount.toString()),
-          repeats.map((r) => r.policyId),
-          repeats.map((r) => r.day),
-          repeats.map((r) => r.recipient),
-          repeats.map((r) => r.amount.toString()),
-          repeats.map((r) => r.count),
-        ]);
+        await writeMany(tx, storeArgs(decisions, spends, repeats));
         return;
       }
       for (const d of decisions) await insertDecision(tx, d);
       for (const s of spends) await addSpend(tx, s);
       for (const r of repeats) await addRepeat(tx, r);
+    },
+    /**
+     * PostgreSQL, for a batch decided from a read without the locks: stores it only if, under the
+     * locks, every request of the batch still reads as it did (see migration 0008). False when
+     * something changed; nothing is stored then.
+     */
+    async writeManyIfUnchanged(
+      db: Kysely<DB>,
+      jobs: DecideJob[],
+      snaps: DecisionSnapshot[],
+      decisions: DecisionRow[],
+      spends: SpendDelta[],
+      repeats: RepeatDelta[],
+    ): Promise<boolean> {
+      const read = snaps.map((s) => {
+        if (!s.asRead) throw new Error('a batch decided without locks needs the values it read');
+        return s.asRead;
+      });
+      const { rows } = await writeManyIfUnchanged(db, [
+        [...new Set(jobs.map((j) => j.req.policyId))].sort(),
+        jobs.map((j) => j.req.policyId),
+        jobs.map((j) => j.req.requestId),
+        jobs.map((j) => j.day),
+        jobs.map((j) => j.recipientLower),
+        jobs.map((j) => j.amount.toString()),
+        read.map((r) => r.policyXmin),
+        read.map((r) => r.existingId),
+        read.map((r) => r.spent),
+        read.map((r) => r.repeats),
+        ...storeArgs(decisions, spends, repeats),
+      ]);
+      return rows[0]?.stored === true;
     },
   };
 }

@@ -230,8 +230,137 @@ function migrations(dialect: Dialect): Record<string, Migration> {
         await db.schema.createIndex('decisions_policy_seq').on('decisions').columns(['policy_id', 'seq']).where(sql<boolean>`seq > 0`).execute();
       },
     },
+    '0008_pg_decision_functions': {
+      async up(db: Kysely<any>) {
+        if (dialect !== 'postgres') return;
+        await sql.raw(DECISION_SNAPSHOT_FUNCTION).execute(db);
+        await sql.raw(STORE_DECISIONS_FUNCTION).execute(db);
+        await sql.raw(DECIDE_IF_UNCHANGED_FUNCTION).execute(db);
+      },
+    },
   };
 }
+
+/**
+ * PostgreSQL: what a batch of decision requests needs to know, one row per request in order (n),
+ * also for an unknown policy (its columns null): the policy, its row version (xmin), an earlier
+ * decision with the requestId, the day's spend and the repeat count for the recipient and amount.
+ *
+ * A function, so that its plan is made once per connection (planning the same query anew for
+ * every batch cost PostgreSQL twice what running it did), with seq scans, hash and merge joins
+ * off, so that the plan, made once, reads every table through its unique index whatever its
+ * size was then. Its columns are fixed: a policy column added later comes with a new function,
+ * so that instances of this version read what they know during a rolling deploy.
+ */
+const DECISION_SNAPSHOT_FUNCTION = `
+create or replace function paywarden_decision_snapshot(
+  q_policy_id text[], q_request_id text[], q_day text[], q_recipient text[], q_amount_micro bigint[]
+) returns table (
+  n bigint, id text, name text, agent_id text, rules text, revision integer, status text, agent_status text,
+  direct_checks integer, admin_key_hash text, agent_key_hash text, created_at text, updated_at text,
+  access_expires_at text, purged_at text, policy_xmin text, existing_id text, spent_micro bigint, repeat_count integer
+) language plpgsql volatile
+set plan_cache_mode = force_generic_plan
+set enable_seqscan = off
+set enable_hashjoin = off
+set enable_mergejoin = off
+as $$
+#variable_conflict use_column
+begin
+  return query
+  select t.n, p.id, p.name, p.agent_id, p.rules, p.revision, p.status, p.agent_status, p.direct_checks, p.admin_key_hash,
+    p.agent_key_hash, p.created_at, p.updated_at, p.access_expires_at, p.purged_at, p.xmin::text,
+    (select d.id from decisions d where d.policy_id = t.policy_id and d.request_id = t.request_id),
+    (select s.spent_micro from policy_day_spend s where s.policy_id = t.policy_id and s.day = t.day),
+    (select r.count from policy_day_repeats r
+      where r.policy_id = t.policy_id and r.day = t.day and r.recipient = t.recipient and r.amount_micro = t.amount_micro)
+  from unnest(q_policy_id, q_request_id, q_day, q_recipient, q_amount_micro)
+    with ordinality as t(policy_id, request_id, day, recipient, amount_micro, n)
+  left join policies p on p.id = t.policy_id
+  order by t.n;
+end $$`;
+
+/**
+ * PostgreSQL: stores a batch of protected decisions and adds what they spent to the day's
+ * counters, from one array per column (see writeMany in decisions.ts). Each budget row appears
+ * once in its arrays: an upsert may not touch one row twice. Its statements are planned once per
+ * connection; none of them reads a table but through a unique index.
+ */
+const STORE_DECISIONS_FUNCTION = `
+create or replace function paywarden_store_decisions(
+  d_id text[], d_policy_id text[], d_request_id text[], d_agent_id text[], d_recipient text[], d_amount_micro bigint[],
+  d_request_digest text[], d_decision text[], d_reasons text[], d_policy_revision integer[], d_day text[],
+  d_approval_status text[], d_approval_expires_at text[], d_approved_at text[], d_approval_note text[], d_created_at text[],
+  d_receipt text[],
+  s_policy_id text[], s_day text[], s_spent_micro bigint[],
+  r_policy_id text[], r_day text[], r_recipient text[], r_amount_micro bigint[], r_count integer[]
+) returns void language plpgsql volatile
+set plan_cache_mode = force_generic_plan
+as $$
+begin
+  -- In the order the decisions were made: their seq orders the list.
+  insert into decisions (id, policy_id, request_id, agent_id, recipient, amount_micro, request_digest, decision, reasons,
+    policy_revision, day, approval_status, approval_expires_at, approved_at, approval_note, created_at, receipt)
+  select t.id, t.policy_id, t.request_id, t.agent_id, t.recipient, t.amount_micro, t.request_digest, t.decision, t.reasons,
+    t.policy_revision, t.day, t.approval_status, t.approval_expires_at, t.approved_at, t.approval_note, t.created_at, t.receipt
+  from unnest(d_id, d_policy_id, d_request_id, d_agent_id, d_recipient, d_amount_micro, d_request_digest, d_decision, d_reasons,
+    d_policy_revision, d_day, d_approval_status, d_approval_expires_at, d_approved_at, d_approval_note, d_created_at, d_receipt)
+    with ordinality as t(id, policy_id, request_id, agent_id, recipient, amount_micro, request_digest, decision, reasons,
+      policy_revision, day, approval_status, approval_expires_at, approved_at, approval_note, created_at, receipt, n)
+  order by t.n;
+  insert into policy_day_spend (policy_id, day, spent_micro)
+  select * from unnest(s_policy_id, s_day, s_spent_micro)
+  on conflict (policy_id, day) do update set spent_micro = policy_day_spend.spent_micro + excluded.spent_micro;
+  insert into policy_day_repeats (policy_id, day, recipient, amount_micro, count)
+  select * from unnest(r_policy_id, r_day, r_recipient, r_amount_micro, r_count)
+  on conflict (policy_id, day, recipient, amount_micro) do update set count = policy_day_repeats.count + excluded.count;
+end $$`;
+
+/**
+ * PostgreSQL: a batch of decisions made from a read (paywarden_decision_snapshot) taken WITHOUT
+ * the policies' locks: one round trip for the read and one for this, instead of BEGIN, lock,
+ * read, write, COMMIT. It takes the locks every writer of these rows takes (the policy rows, FOR
+ * UPDATE, in id order), reads again with the same function, and stores the decisions only if
+ * that read finds exactly what the batch was decided from, for every request of the batch: the
+ * policy row version (xmin: any change to a policy makes a new one), the earlier decision with
+ * the requestId, the day's spend and the repeat count. Otherwise it stores nothing and answers
+ * false, and the batch is decided again under the locks. A VOLATILE function takes a new
+ * snapshot for each statement, so the second read sees everything committed before the locks
+ * were granted.
+ */
+const DECIDE_IF_UNCHANGED_FUNCTION = `
+create or replace function paywarden_decide_if_unchanged(
+  lock_ids text[],
+  q_policy_id text[], q_request_id text[], q_day text[], q_recipient text[], q_amount_micro bigint[],
+  q_policy_xmin text[], q_existing_id text[], q_spent_micro bigint[], q_repeat_count integer[],
+  d_id text[], d_policy_id text[], d_request_id text[], d_agent_id text[], d_recipient text[], d_amount_micro bigint[],
+  d_request_digest text[], d_decision text[], d_reasons text[], d_policy_revision integer[], d_day text[],
+  d_approval_status text[], d_approval_expires_at text[], d_approved_at text[], d_approval_note text[], d_created_at text[],
+  d_receipt text[],
+  s_policy_id text[], s_day text[], s_spent_micro bigint[],
+  r_policy_id text[], r_day text[], r_recipient text[], r_amount_micro bigint[], r_count integer[]
+) returns boolean language plpgsql volatile
+set plan_cache_mode = force_generic_plan
+set enable_seqscan = off
+as $$
+begin
+  perform 1 from policies where id = any(lock_ids) order by id for update;
+  if exists (
+    select 1
+    from paywarden_decision_snapshot(q_policy_id, q_request_id, q_day, q_recipient, q_amount_micro) s
+    full join unnest(q_policy_xmin, q_existing_id, q_spent_micro, q_repeat_count)
+      with ordinality as q(policy_xmin, existing_id, spent_micro, repeat_count, n) on q.n = s.n
+    where s.n is null or q.n is null
+      or s.policy_xmin is distinct from q.policy_xmin or s.existing_id is distinct from q.existing_id
+      or s.spent_micro is distinct from q.spent_micro or s.repeat_count is distinct from q.repeat_count
+  ) then
+    return false;
+  end if;
+  perform paywarden_store_decisions(d_id, d_policy_id, d_request_id, d_agent_id, d_recipient, d_amount_micro, d_request_digest,
+    d_decision, d_reasons, d_policy_revision, d_day, d_approval_status, d_approval_expires_at, d_approved_at, d_approval_note,
+    d_created_at, d_receipt, s_policy_id, s_day, s_spent_micro, r_policy_id, r_day, r_recipient, r_amount_micro, r_count);
+  return true;
+end $$`;
 
 export async function migrateToLatest(db: Kysely<any>, dialect: Dialect, pgSchema?: string): Promise<void> {
   const all = migrations(dialect);
