@@ -286,14 +286,19 @@ end $$`;
  * once in its arrays: an upsert may not touch one row twice. Its statements are planned once per
  * connection; none of them reads a table but through a unique index.
  */
+/** The arguments of paywarden_store_decisions: the decisions by column, the day's spend, the repeat counts. */
+const STORE_PARAMETERS = [
+  'd_id text[], d_policy_id text[], d_request_id text[], d_agent_id text[], d_recipient text[], d_amount_micro bigint[]',
+  'd_request_digest text[], d_decision text[], d_reasons text[], d_policy_revision integer[], d_day text[]',
+  'd_approval_status text[], d_approval_expires_at text[], d_approved_at text[], d_approval_note text[], d_created_at text[]',
+  'd_receipt text[]',
+  's_policy_id text[], s_day text[], s_spent_micro bigint[]',
+  'r_policy_id text[], r_day text[], r_recipient text[], r_amount_micro bigint[], r_count integer[]',
+].join(',\n  ');
+
 const STORE_DECISIONS_FUNCTION = `
 create or replace function paywarden_store_decisions(
-  d_id text[], d_policy_id text[], d_request_id text[], d_agent_id text[], d_recipient text[], d_amount_micro bigint[],
-  d_request_digest text[], d_decision text[], d_reasons text[], d_policy_revision integer[], d_day text[],
-  d_approval_status text[], d_approval_expires_at text[], d_approved_at text[], d_approval_note text[], d_created_at text[],
-  d_receipt text[],
-  s_policy_id text[], s_day text[], s_spent_micro bigint[],
-  r_policy_id text[], r_day text[], r_recipient text[], r_amount_micro bigint[], r_count integer[]
+  ${STORE_PARAMETERS}
 ) returns void language plpgsql volatile
 set plan_cache_mode = force_generic_plan
 as $$
@@ -333,12 +338,7 @@ create or replace function paywarden_decide_if_unchanged(
   lock_ids text[],
   q_policy_id text[], q_request_id text[], q_day text[], q_recipient text[], q_amount_micro bigint[],
   q_policy_xmin text[], q_existing_id text[], q_spent_micro bigint[], q_repeat_count integer[],
-  d_id text[], d_policy_id text[], d_request_id text[], d_agent_id text[], d_recipient text[], d_amount_micro bigint[],
-  d_request_digest text[], d_decision text[], d_reasons text[], d_policy_revision integer[], d_day text[],
-  d_approval_status text[], d_approval_expires_at text[], d_approved_at text[], d_approval_note text[], d_created_at text[],
-  d_receipt text[],
-  s_policy_id text[], s_day text[], s_spent_micro bigint[],
-  r_policy_id text[], r_day text[], r_recipient text[], r_amount_micro bigint[], r_count integer[]
+  ${STORE_PARAMETERS}
 ) returns boolean language plpgsql volatile
 set plan_cache_mode = force_generic_plan
 set enable_seqscan = off
@@ -356,9 +356,7 @@ begin
   ) then
     return false;
   end if;
-  perform paywarden_store_decisions(d_id, d_policy_id, d_request_id, d_agent_id, d_recipient, d_amount_micro, d_request_digest,
-    d_decision, d_reasons, d_policy_revision, d_day, d_approval_status, d_approval_expires_at, d_approved_at, d_approval_note,
-    d_created_at, d_receipt, s_policy_id, s_day, s_spent_micro, r_policy_id, r_day, r_recipient, r_amount_micro, r_count);
+  perform paywarden_store_decisions(${STORE_PARAMETERS.replace(/ [a-z]+\[\]/g, '')});
   return true;
 end $$`;
 
