@@ -1,9 +1,10 @@
-import { copyFileSync, mkdtempSync, rmSync } from 'node:fs';
+import { copyFileSync, mkdtempSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import SQLite from 'better-sqlite3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openDatabase, type Database } from '../../src/platform/db/database.js';
+import { writeTransaction } from '../../src/platform/db/tx.js';
 import { testDialect } from '../helpers/db.js';
 
 // SQLite only: WAL checkpoints run on a worker thread, not inside a request's commit.
@@ -47,4 +48,29 @@ describe.skipIf(testDialect !== 'sqlite')('SQLite WAL checkpoints', () => {
     }
     expect(inFile).toBe(5);
   });
+
+  it('under a steady stream of writes the WAL starts over, far below the size at which the serving connection checkpoints', async () => {
+    // A restart size of 100 frames; the worker notices a larger WAL within its 100 ms interval.
+    const small = await openDatabase(`sqlite:${join(dir, 'restart.sqlite')}`, { walRestartFrames: 100 });
+    const wal = join(dir, 'restart.sqlite-wal');
+    let largest = 0;
+    let written = 0;
+    try {
+      // Back to back, so that a PASSIVE checkpoint alone never catches up: each transaction
+      // writes four or more frames, so 6,000 of them would take the WAL past the 20,000-frame
+      // fallback (82 MB) if it never started over.
+      for (; written < 6000; written++) {
+        await writeTransaction(small, (tx) =>
+          tx
+            .insertInto('pilot_leads')
+            .values({ id: `lead_wal${written}`, email: 'a@example.com', company: 'c', monthly_decisions: '<1k', needs: 'x'.repeat(1000), source: '127.0.0.1', created_at: new Date().toISOString() })
+            .execute(),
+        );
+        if (written % 50 === 0) largest = Math.max(largest, statSync(wal).size);
+      }
+    } finally {
+      await small.close();
+    }
+    expect(largest).toBeLessThan(30_000_000);
+  }, 60_000);
 });

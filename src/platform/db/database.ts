@@ -21,6 +21,12 @@ export interface Database {
   close(): Promise<void>;
   /** SQLite on a file only: syncs its WAL off the event loop (see writeTransaction). */
   walSync?: WalSync;
+  /**
+   * SQLite on a file only: resolves once the background checkpointer has copied the whole WAL
+   * into the database file, when the WAL has grown past its restart size; undefined otherwise.
+   * A write transaction that waits for it starts the WAL over (see startCheckpointer).
+   */
+  walRestart?: () => Promise<void> | undefined;
 }
 
 export interface DatabaseOptions {
@@ -28,11 +34,13 @@ export interface DatabaseOptions {
   pgSchema?: string;
   /** PostgreSQL only: pool size. */
   poolSize?: number;
+  /** SQLite only: WAL frames after which write transactions wait for it to start over (tests). */
+  walRestartFrames?: number;
 }
 
 /** Opens the database named by `url` and brings its schema to the latest migration. */
 export async function openDatabase(url: string, opts: DatabaseOptions = {}): Promise<Database> {
-  const database = url.startsWith('postgres') ? openPostgres(url, opts) : openSqlite(url);
+  const database = url.startsWith('postgres') ? openPostgres(url, opts) : openSqlite(url, opts);
   try {
     await migrateToLatest(database.db, database.dialect, database.dialect === 'postgres' ? (opts.pgSchema ?? 'public') : undefined);
   } catch (err) {
@@ -42,7 +50,7 @@ export async function openDatabase(url: string, opts: DatabaseOptions = {}): Pro
   return database;
 }
 
-function openSqlite(url: string): Database {
+function openSqlite(url: string, opts: DatabaseOptions): Database {
   const file = url.replace(/^sqlite:/, '');
   if (file !== ':memory:') mkdirSync(dirname(resolve(file)), { recursive: true });
   const sqlite = new SQLite(file);
@@ -55,13 +63,14 @@ function openSqlite(url: string): Database {
   sqlite.pragma('foreign_keys = ON');
   // Money columns hold micro-USDC; reading them as JavaScript numbers would lose precision.
   sqlite.defaultSafeIntegers(true);
-  const checkpointer = file === ':memory:' ? undefined : startCheckpointer(sqlite, file);
+  const checkpointer = file === ':memory:' ? undefined : startCheckpointer(sqlite, file, opts.walRestartFrames ?? WAL_RESTART_FRAMES);
   const walSync = file === ':memory:' ? undefined : new WalSync(sqlite, `${resolve(file)}-wal`);
   const db = new Kysely<DB>({ dialect: new SqliteDialect({ database: withStatementCache(sqlite) }) });
   return {
     db,
     dialect: 'sqlite',
     walSync,
+    ...(checkpointer ? { walRestart: () => checkpointer.restartPending() } : {}),
     ping: async () => {
       // After a failed fsync nothing can be written safely: not ready.
       if (walSync?.failed) throw walSync.failed;
@@ -85,6 +94,13 @@ function openSqlite(url: string): Database {
 const CHECKPOINT_INTERVAL_MS = 100;
 /** Pages in the WAL after which the serving connection checkpoints itself (a safety net). */
 const FALLBACK_AUTOCHECKPOINT_PAGES = 20_000;
+/**
+ * Frames in the WAL after which the next write transaction waits for a complete checkpoint, so
+ * that it starts the WAL over (about 16 MB; see startCheckpointer).
+ */
+const WAL_RESTART_FRAMES = 4_000;
+/** How long a write waits for that checkpoint before it goes ahead anyway (a stuck worker). */
+const WAL_RESTART_WAIT_MS = 2_000;
 
 /**
  * WAL checkpoints off the event loop. better-sqlite3 is synchronous, and SQLite's automatic
@@ -93,22 +109,60 @@ const FALLBACK_AUTOCHECKPOINT_PAGES = 20_000;
  * protected-decision latency). A worker thread with its own connection runs PASSIVE checkpoints
  * instead, which never block the writer; the serving connection checkpoints itself only if the
  * WAL grows far beyond that (the worker stopped or fell behind).
+ *
+ * SQLite starts the WAL over only when a write transaction begins after a checkpoint copied
+ * every frame in it. Under a steady stream of writes a PASSIVE checkpoint never quite catches
+ * up (frames are added while it copies), so the WAL used to grow to the fallback size, and then
+ * the serving connection checkpointed on the event loop after its commits: 10 to 17 ms stalls,
+ * every two seconds or so at 2,000 decisions/s. So the worker reports when the WAL passes
+ * `restartFrames`; the next write transaction then asks it for one more checkpoint and begins
+ * only once that has copied everything (no writer adds frames meanwhile), and so starts the WAL
+ * over. The event loop serves requests during that wait; only writes wait.
  */
-function startCheckpointer(sqlite: SQLite.Database, file: string): { stop(): Promise<void> } {
+function startCheckpointer(
+  sqlite: SQLite.Database,
+  file: string,
+  restartFrames: number,
+): { stop(): Promise<void>; restartPending(): Promise<void> | undefined } {
   sqlite.pragma(`wal_autocheckpoint = ${FALLBACK_AUTOCHECKPOINT_PAGES}`);
   const worker = new Worker(
     `const { parentPort, workerData } = require('node:worker_threads');
      const Database = require(workerData.driver);
      const db = new Database(workerData.file);
+     const checkpoint = () => {
+       try { return db.pragma('wal_checkpoint(PASSIVE)')[0]; } catch { return undefined; /* busy: the next round catches up */ }
+     };
+     let reported = false;
      const timer = setInterval(() => {
-       try { db.pragma('wal_checkpoint(PASSIVE)'); } catch { /* busy: the next round catches up */ }
+       const r = checkpoint();
+       if (r && r.log > workerData.restartFrames && !reported) { reported = true; parentPort.postMessage('large'); }
      }, workerData.intervalMs);
-     parentPort.once('message', () => { clearInterval(timer); db.close(); parentPort.close(); });`,
-    { eval: true, workerData: { driver: requireHere.resolve('better-sqlite3'), file: resolve(file), intervalMs: CHECKPOINT_INTERVAL_MS } },
+     parentPort.on('message', (m) => {
+       if (m === 'checkpoint') { checkpoint(); reported = false; parentPort.postMessage('checkpointed'); return; }
+       clearInterval(timer); db.close(); parentPort.close();
+     });`,
+    {
+      eval: true,
+      workerData: { driver: requireHere.resolve('better-sqlite3'), file: resolve(file), intervalMs: CHECKPOINT_INTERVAL_MS, restartFrames },
+    },
   );
   worker.unref();
   let exited = false;
-  worker.once('exit', () => (exited = true));
+  let large = false;
+  let restarting: Promise<void> | undefined;
+  let checkpointed: (() => void) | undefined;
+  const release = () => {
+    checkpointed?.();
+    checkpointed = undefined;
+  };
+  worker.on('message', (m) => {
+    if (m === 'large') large = true;
+    else if (m === 'checkpointed') release();
+  });
+  worker.once('exit', () => {
+    exited = true;
+    release();
+  });
   // Losing the worker only brings back the slower in-line checkpoints; it never loses data.
   worker.on('error', () => {
     try {
@@ -118,6 +172,23 @@ function startCheckpointer(sqlite: SQLite.Database, file: string): { stop(): Pro
     }
   });
   return {
+    restartPending() {
+      if (restarting || !large || exited) return restarting;
+      large = false;
+      restarting = new Promise<void>((done) => {
+        const timer = setTimeout(done, WAL_RESTART_WAIT_MS);
+        timer.unref();
+        checkpointed = () => {
+          clearTimeout(timer);
+          done();
+        };
+        worker.postMessage('checkpoint');
+      }).finally(() => {
+        checkpointed = undefined;
+        restarting = undefined;
+      });
+      return restarting;
+    },
     async stop() {
       if (exited) return;
       const gone = new Promise<void>((done) => worker.once('exit', () => done()));

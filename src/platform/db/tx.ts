@@ -24,6 +24,9 @@ export async function writeTransaction<T>(database: Database, fn: (tx: Tx) => Pr
   // In-memory SQLite: there is no disk to wait for.
   if (!walSync) return database.db.connection().execute((conn) => sqliteTransaction(conn, fn));
   if (walSync.failed) throw walSync.failed;
+  // A WAL past its restart size: wait for the checkpoint that lets this transaction start it over.
+  const restart = database.walRestart?.();
+  if (restart) await restart;
   const value = await database.db.connection().execute((conn) => walSync.unsynced(() => sqliteTransaction(conn, fn)));
   await walSync.barrier();
   return value;
