@@ -11,8 +11,9 @@ import { createTestDatabase, testDialect, type TestDatabase } from '../helpers/d
 
 // On PostgreSQL a batch of decisions is first decided from a read taken without the policies'
 // locks, and stored only if, under the locks, everything it read is unchanged (migration 0008).
-// Only another instance can change it in between: these tests make one do so at exactly that
-// moment, and check that the batch is then decided again from what the other one stored.
+// Within one instance only a change to the policy itself can come in between; these tests also
+// make another instance write at exactly that moment, and check that the batch is then decided
+// again from what was stored meanwhile.
 
 const NOW = new Date('2026-01-15T12:00:00.000Z');
 

@@ -138,8 +138,8 @@ function startCheckpointer(
        if (r && r.log > workerData.restartFrames && !reported) { reported = true; parentPort.postMessage('large'); }
      }, workerData.intervalMs);
      parentPort.on('message', (m) => {
-       if (m === 'checkpoint') { checkpoint(); reported = false; parentPort.postMessage('checkpointed'); return; }
-       clearInterval(timer); db.close(); parentPort.close();
+       if (m === 'checkpoint') { checkpoint(); reported = false; parentPort.postMessage('checkpointed'); }
+       else if (m === 'stop') { clearInterval(timer); db.close(); parentPort.close(); }
      });`,
     {
       eval: true,

@@ -155,8 +155,9 @@ export class GroupCommitter {
 
   /**
    * On PostgreSQL a batch of one handler that offers `withoutLocks` runs that first: two round
-   * trips instead of five when nobody else writes its policies, which only another instance does
-   * (this one runs a policy's batches one after another).
+   * trips instead of five when nothing it read changed meanwhile. This instance runs a policy's
+   * batches one after another, so only another instance, or a change to the policy itself (an
+   * administrator's PUT, a new agent key), can make it run again under the locks.
    */
   private async withoutLocks(batch: Job[]): Promise<JobOutcome<unknown>[] | undefined> {
     const { handler } = batch[0]!;
