@@ -1,4 +1,4 @@
-import { createHash } from 'node:crypto';
+import { hash } from 'node:crypto';
 import canonicalize from 'canonicalize';
 
 /** RFC 8785 (JCS) canonical JSON: the one serialisation every digest and signature covers. */
@@ -8,8 +8,9 @@ export function canonicalJson(value: unknown): string {
   return out;
 }
 
+/** One-shot hashing: about half the cost of a createHash object (a protected decision hashes three times). */
 export function sha256Hex(data: string | Uint8Array): string {
-  return createHash('sha256').update(data).digest('hex');
+  return hash('sha256', data, 'hex');
 }
 
 /** `sha256:<hex>` over the canonical JSON of `value`. */
