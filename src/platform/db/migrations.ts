@@ -247,7 +247,8 @@ function migrations(dialect: Dialect): Record<string, Migration> {
  * decision with the requestId, the day's spend and the repeat count for the recipient and amount.
  *
  * A function, so that its plan is made once per connection (planning the same query anew for
- * every batch cost PostgreSQL twice what running it did), with seq scans, hash and merge joins
+ * every batch cost PostgreSQL more than running it: about 220 against 100 µs of CPU for a batch
+ * of two, with EXPLAIN ANALYZE), with seq scans, hash and merge joins
  * off, so that the plan, made once, reads every table through its unique index whatever its
  * size was then. Its columns are fixed: a policy column added later comes with a new function,
  * so that instances of this version read what they know during a rolling deploy.
@@ -280,12 +281,6 @@ begin
   order by t.n;
 end $$`;
 
-/**
- * PostgreSQL: stores a batch of protected decisions and adds what they spent to the day's
- * counters, from one array per column (see writeMany in decisions.ts). Each budget row appears
- * once in its arrays: an upsert may not touch one row twice. Its statements are planned once per
- * connection; none of them reads a table but through a unique index.
- */
 /** The arguments of paywarden_store_decisions: the decisions by column, the day's spend, the repeat counts. */
 const STORE_PARAMETERS = [
   'd_id text[], d_policy_id text[], d_request_id text[], d_agent_id text[], d_recipient text[], d_amount_micro bigint[]',
@@ -296,6 +291,12 @@ const STORE_PARAMETERS = [
   'r_policy_id text[], r_day text[], r_recipient text[], r_amount_micro bigint[], r_count integer[]',
 ].join(',\n  ');
 
+/**
+ * PostgreSQL: stores a batch of protected decisions and adds what they spent to the day's
+ * counters, from one array per column (see writeMany in decisions.ts). Each budget row appears
+ * once in its arrays: an upsert may not touch one row twice. Its statements are planned once per
+ * connection; none of them reads a table but through a unique index.
+ */
 const STORE_DECISIONS_FUNCTION = `
 create or replace function paywarden_store_decisions(
   ${STORE_PARAMETERS}
