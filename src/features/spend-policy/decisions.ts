@@ -42,7 +42,7 @@ interface DecisionSnapshot {
    * PostgreSQL: the values read, as read (null for a missing row), for the check under the locks
    * of a batch decided without them (paywarden_decide_if_unchanged).
    */
-  asRead?: { policyXmin: string | null; existingId: string | null; spent: string | null; repeats: number | null };
+  asRead?: { policyXmin: string | null; spent: string | null; repeats: number | null };
 }
 
 /** A batch decided in memory: what to answer, and what to store for it. */
@@ -192,7 +192,7 @@ export class DecisionService {
   private async decideMany(tx: Tx, jobs: DecideJob[]): Promise<JobOutcome<DecisionOutcome>[]> {
     const snaps = await this.hot.readMany(tx, jobs);
     const decided = await this.decideFrom(tx, jobs, snaps);
-    if (decided.rows.length) await this.hot.writeMany(tx, decided.rows, decided.spends, decided.repeats);
+    if (decided.rows.length) await this.hot.writeMany(tx, decided);
     return decided.outcomes;
   }
 
@@ -206,9 +206,7 @@ export class DecisionService {
   private async decideWithoutLocks(db: Kysely<DB>, jobs: DecideJob[]): Promise<JobOutcome<DecisionOutcome>[] | undefined> {
     const snaps = await this.hot.readMany(db, jobs);
     const decided = await this.decideFrom(db, jobs, snaps);
-    if (decided.rows.length && !(await this.hot.writeManyIfUnchanged(db, jobs, snaps, decided.rows, decided.spends, decided.repeats))) {
-      return undefined;
-    }
+    if (decided.rows.length && !(await this.hot.writeManyIfUnchanged(db, jobs, snaps, decided))) return undefined;
     return decided.outcomes;
   }
 
@@ -475,7 +473,6 @@ function hotQueries(database: Database) {
     if (policy_xmin !== undefined) {
       snap.asRead = {
         policyXmin: policy_xmin,
-        existingId: snap.existingId,
         spent: spent_micro == null ? null : String(spent_micro),
         repeats: repeat_count == null ? null : Number(repeat_count),
       };
@@ -514,8 +511,8 @@ function hotQueries(database: Database) {
   // column, then the day's spend per policy and day, then the repeat counts. Each budget row
   // appears once in its arrays (the batch sums them first).
   const STORE_TYPES = [...DECISION_COLUMNS.map((c) => DECISION_TYPES[c]), 'text', 'text', 'bigint', 'text', 'text', 'text', 'bigint', 'integer'];
-  const storeArgs = (decisions: DecisionRow[], spends: SpendDelta[], repeats: RepeatDelta[]) => [
-    ...DECISION_COLUMNS.map((c) => decisions.map((d) => (typeof d[c] === 'bigint' ? d[c].toString() : (d[c] ?? null)))),
+  const storeArgs = ({ rows, spends, repeats }: DecidedBatch) => [
+    ...DECISION_COLUMNS.map((c) => rows.map((d) => (typeof d[c] === 'bigint' ? d[c].toString() : (d[c] ?? null)))),
     spends.map((s) => s.policyId),
     spends.map((s) => s.day),
     spends.map((s) => s.amount.toString()),
@@ -526,6 +523,14 @@ function hotQueries(database: Database) {
     repeats.map((r) => r.count),
   ];
   const writeMany = preparedSql(`select paywarden_store_decisions(${arrays(STORE_TYPES)})`);
+  // The arguments of paywarden_decision_snapshot, one array each, in its order.
+  const snapshotKeys = (jobs: DecideJob[]) => [
+    jobs.map((j) => j.req.policyId),
+    jobs.map((j) => j.req.requestId),
+    jobs.map((j) => j.day),
+    jobs.map((j) => j.recipientLower),
+    jobs.map((j) => j.amount.toString()),
+  ];
   // The locks, then what the batch read (its request keys and the values read), then storeArgs.
   const READ_TYPES = ['text', 'text', 'text', 'text', 'bigint', 'text', 'text', 'bigint', 'integer'];
   const writeManyIfUnchanged = preparedSql<{ stored: boolean }>(
@@ -539,13 +544,7 @@ function hotQueries(database: Database) {
     addRepeat,
     async readMany(tx: Tx, jobs: DecideJob[]): Promise<DecisionSnapshot[]> {
       if (pg) {
-        const { rows } = await snapshotMany(tx, [
-          jobs.map((j) => j.req.policyId),
-          jobs.map((j) => j.req.requestId),
-          jobs.map((j) => j.day),
-          jobs.map((j) => j.recipientLower),
-          jobs.map((j) => j.amount.toString()),
-        ]);
+        const { rows } = await snapshotMany(tx, snapshotKeys(jobs));
         if (rows.length !== jobs.length) throw new Error(`decision snapshot returned ${rows.length} rows for ${jobs.length} requests`);
         return rows.map(toSnapshot);
       }
@@ -556,44 +555,33 @@ function hotQueries(database: Database) {
       }
       return out;
     },
-    async writeMany(tx: Tx, decisions: DecisionRow[], spends: SpendDelta[], repeats: RepeatDelta[]): Promise<void> {
+    async writeMany(tx: Tx, decided: DecidedBatch): Promise<void> {
       if (pg) {
-        await writeMany(tx, storeArgs(decisions, spends, repeats));
+        await writeMany(tx, storeArgs(decided));
         return;
       }
-      for (const d of decisions) await insertDecision(tx, d);
-      for (const s of spends) await addSpend(tx, s);
-      for (const r of repeats) await addRepeat(tx, r);
+      for (const d of decided.rows) await insertDecision(tx, d);
+      for (const s of decided.spends) await addSpend(tx, s);
+      for (const r of decided.repeats) await addRepeat(tx, r);
     },
     /**
      * PostgreSQL, for a batch decided from a read without the locks: stores it only if, under the
      * locks, every request of the batch still reads as it did (see migration 0008). False when
      * something changed; nothing is stored then.
      */
-    async writeManyIfUnchanged(
-      db: Kysely<DB>,
-      jobs: DecideJob[],
-      snaps: DecisionSnapshot[],
-      decisions: DecisionRow[],
-      spends: SpendDelta[],
-      repeats: RepeatDelta[],
-    ): Promise<boolean> {
+    async writeManyIfUnchanged(db: Kysely<DB>, jobs: DecideJob[], snaps: DecisionSnapshot[], decided: DecidedBatch): Promise<boolean> {
       const read = snaps.map((s) => {
         if (!s.asRead) throw new Error('a batch decided without locks needs the values it read');
         return s.asRead;
       });
       const { rows } = await writeManyIfUnchanged(db, [
         [...new Set(jobs.map((j) => j.req.policyId))].sort(),
-        jobs.map((j) => j.req.policyId),
-        jobs.map((j) => j.req.requestId),
-        jobs.map((j) => j.day),
-        jobs.map((j) => j.recipientLower),
-        jobs.map((j) => j.amount.toString()),
+        ...snapshotKeys(jobs),
         read.map((r) => r.policyXmin),
-        read.map((r) => r.existingId),
+        snaps.map((s) => s.existingId),
         read.map((r) => r.spent),
         read.map((r) => r.repeats),
-        ...storeArgs(decisions, spends, repeats),
+        ...storeArgs(decided),
       ]);
       return rows[0]?.stored === true;
     },

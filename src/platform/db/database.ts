@@ -19,14 +19,17 @@ export interface Database {
   /** Resolves when the database answers a trivial query; rejects otherwise. */
   ping(): Promise<void>;
   close(): Promise<void>;
-  /** SQLite on a file only: syncs its WAL off the event loop (see writeTransaction). */
-  walSync?: WalSync;
-  /**
-   * SQLite on a file only: resolves once the background checkpointer has copied the whole WAL
-   * into the database file, when the WAL has grown past its restart size; undefined otherwise.
-   * A write transaction that waits for it starts the WAL over (see startCheckpointer).
-   */
-  walRestart?: () => Promise<void> | undefined;
+  /** SQLite on a file only: its WAL, as write transactions use it (see writeTransaction). */
+  wal?: {
+    /** Syncs the WAL off the event loop. */
+    sync: WalSync;
+    /**
+     * When the WAL has grown past its restart size: resolves once the background checkpointer
+     * has copied all of it into the database file, so that the next write transaction starts it
+     * over (see startCheckpointer). Undefined otherwise.
+     */
+    restartPending(): Promise<void> | undefined;
+  };
 }
 
 export interface DatabaseOptions {
@@ -64,13 +67,12 @@ function openSqlite(url: string, opts: DatabaseOptions): Database {
   // Money columns hold micro-USDC; reading them as JavaScript numbers would lose precision.
   sqlite.defaultSafeIntegers(true);
   const checkpointer = file === ':memory:' ? undefined : startCheckpointer(sqlite, file, opts.walRestartFrames ?? WAL_RESTART_FRAMES);
-  const walSync = file === ':memory:' ? undefined : new WalSync(sqlite, `${resolve(file)}-wal`);
+  const walSync = checkpointer && new WalSync(sqlite, `${resolve(file)}-wal`);
   const db = new Kysely<DB>({ dialect: new SqliteDialect({ database: withStatementCache(sqlite) }) });
   return {
     db,
     dialect: 'sqlite',
-    walSync,
-    ...(checkpointer ? { walRestart: () => checkpointer.restartPending() } : {}),
+    ...(checkpointer && walSync ? { wal: { sync: walSync, restartPending: () => checkpointer.restartPending() } } : {}),
     ping: async () => {
       // After a failed fsync nothing can be written safely: not ready.
       if (walSync?.failed) throw walSync.failed;
@@ -150,18 +152,15 @@ function startCheckpointer(
   let exited = false;
   let large = false;
   let restarting: Promise<void> | undefined;
+  /** Ends the wait of the restart in flight. */
   let checkpointed: (() => void) | undefined;
-  const release = () => {
-    checkpointed?.();
-    checkpointed = undefined;
-  };
   worker.on('message', (m) => {
     if (m === 'large') large = true;
-    else if (m === 'checkpointed') release();
+    else if (m === 'checkpointed') checkpointed?.();
   });
   worker.once('exit', () => {
     exited = true;
-    release();
+    checkpointed?.();
   });
   // Losing the worker only brings back the slower in-line checkpoints; it never loses data.
   worker.on('error', () => {

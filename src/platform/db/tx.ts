@@ -20,15 +20,15 @@ export type Tx = Kysely<DB> | Transaction<DB>;
  */
 export async function writeTransaction<T>(database: Database, fn: (tx: Tx) => Promise<T>): Promise<T> {
   if (database.dialect === 'postgres') return database.db.transaction().execute(fn);
-  const { walSync } = database;
+  const { wal } = database;
   // In-memory SQLite: there is no disk to wait for.
-  if (!walSync) return database.db.connection().execute((conn) => sqliteTransaction(conn, fn));
-  if (walSync.failed) throw walSync.failed;
+  if (!wal) return database.db.connection().execute((conn) => sqliteTransaction(conn, fn));
+  if (wal.sync.failed) throw wal.sync.failed;
   // A WAL past its restart size: wait for the checkpoint that lets this transaction start it over.
-  const restart = database.walRestart?.();
+  const restart = wal.restartPending();
   if (restart) await restart;
-  const value = await database.db.connection().execute((conn) => walSync.unsynced(() => sqliteTransaction(conn, fn)));
-  await walSync.barrier();
+  const value = await database.db.connection().execute((conn) => wal.sync.unsynced(() => sqliteTransaction(conn, fn)));
+  await wal.sync.barrier();
   return value;
 }
 
