@@ -57,8 +57,8 @@ describe.skipIf(testDialect !== 'sqlite')('SQLite WAL checkpoints', () => {
     let written = 0;
     try {
       // Back to back, so that a PASSIVE checkpoint alone never catches up: each transaction
-      // writes four or more frames, so 6,000 of them would take the WAL past the 20,000-frame
-      // fallback (82 MB) if it never started over.
+      // writes four or more frames, so 6,000 of them would grow the WAL to 24,000 frames or
+      // more (98 MB) if it never started over.
       for (; written < 6000; written++) {
         await writeTransaction(small, (tx) =>
           tx
