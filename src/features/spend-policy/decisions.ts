@@ -157,7 +157,7 @@ export class DecisionService {
   /** The decision requests that arrive together share one batch call (see decideMany). */
   private readonly decideBatch: BatchHandler<DecideJob, DecisionOutcome> = Object.assign(
     (tx: Tx, jobs: DecideJob[]) => this.decideMany(tx, jobs),
-    { withoutLocks: (db: Kysely<DB>, jobs: DecideJob[]) => this.decideWithoutLocks(db, jobs) },
+    { withoutLocks: (db: Kysely<DB>, jobs: DecideJob[], lockIds: string[]) => this.decideWithoutLocks(db, jobs, lockIds) },
   );
 
   /**
@@ -203,10 +203,10 @@ export class DecisionService {
    * then decided again under the locks. A batch that stores nothing (only replays and refusals)
    * answers from its read, as a read-only request would.
    */
-  private async decideWithoutLocks(db: Kysely<DB>, jobs: DecideJob[]): Promise<JobOutcome<DecisionOutcome>[] | undefined> {
+  private async decideWithoutLocks(db: Kysely<DB>, jobs: DecideJob[], lockIds: string[]): Promise<JobOutcome<DecisionOutcome>[] | undefined> {
     const snaps = await this.hot.readMany(db, jobs);
     const decided = await this.decideFrom(db, jobs, snaps);
-    if (decided.rows.length && !(await this.hot.writeManyIfUnchanged(db, jobs, snaps, decided))) return undefined;
+    if (decided.rows.length && !(await this.hot.writeManyIfUnchanged(db, lockIds, jobs, snaps, decided))) return undefined;
     return decided.outcomes;
   }
 
@@ -569,13 +569,13 @@ function hotQueries(database: Database) {
      * locks, every request of the batch still reads as it did (see migration 0008). False when
      * something changed; nothing is stored then.
      */
-    async writeManyIfUnchanged(db: Kysely<DB>, jobs: DecideJob[], snaps: DecisionSnapshot[], decided: DecidedBatch): Promise<boolean> {
+    async writeManyIfUnchanged(db: Kysely<DB>, lockIds: string[], jobs: DecideJob[], snaps: DecisionSnapshot[], decided: DecidedBatch): Promise<boolean> {
       const read = snaps.map((s) => {
         if (!s.asRead) throw new Error('a batch decided without locks needs the values it read');
         return s.asRead;
       });
       const { rows } = await writeManyIfUnchanged(db, [
-        [...new Set(jobs.map((j) => j.req.policyId))].sort(),
+        lockIds,
         ...snapshotKeys(jobs),
         read.map((r) => r.policyXmin),
         snaps.map((s) => s.existingId),

@@ -67,19 +67,19 @@ function openSqlite(url: string, opts: DatabaseOptions): Database {
   // Money columns hold micro-USDC; reading them as JavaScript numbers would lose precision.
   sqlite.defaultSafeIntegers(true);
   const checkpointer = file === ':memory:' ? undefined : startCheckpointer(sqlite, file, opts.walRestartFrames ?? WAL_RESTART_FRAMES);
-  const walSync = checkpointer && new WalSync(sqlite, `${resolve(file)}-wal`);
+  const wal = checkpointer && { sync: new WalSync(sqlite, `${resolve(file)}-wal`), restartPending: () => checkpointer.restartPending() };
   const db = new Kysely<DB>({ dialect: new SqliteDialect({ database: withStatementCache(sqlite) }) });
   return {
     db,
     dialect: 'sqlite',
-    ...(checkpointer && walSync ? { wal: { sync: walSync, restartPending: () => checkpointer.restartPending() } } : {}),
+    ...(wal ? { wal } : {}),
     ping: async () => {
       // After a failed fsync nothing can be written safely: not ready.
-      if (walSync?.failed) throw walSync.failed;
+      if (wal?.sync.failed) throw wal.sync.failed;
       await sql`select 1`.execute(db);
     },
     close: async () => {
-      await walSync?.close();
+      await wal?.sync.close();
       await checkpointer?.stop();
       await db.destroy();
     },

@@ -26,8 +26,9 @@ export interface BatchHandler<I, T> {
    * handler that can check under the locks, in its final write, that what it read has not
    * changed. It returns undefined when it has (a writer outside this process got there first),
    * having stored nothing; the batch then runs the usual way, in a transaction under the locks.
+   * `lockIds` are the ids the batch would lock (sorted, once each): the ones its write must lock.
    */
-  withoutLocks?: (db: Kysely<DB>, items: I[]) => Promise<JobOutcome<T>[] | undefined>;
+  withoutLocks?: (db: Kysely<DB>, items: I[], lockIds: string[]) => Promise<JobOutcome<T>[] | undefined>;
 }
 
 interface Job {
@@ -37,6 +38,9 @@ interface Job {
   resolve: (value: unknown) => void;
   reject: (err: unknown) => void;
 }
+
+/** The ids a batch locks, in the order every writer locks them (so that none can deadlock), once each. */
+const lockIdsOf = (batch: Job[]) => [...new Set(batch.flatMap((j) => j.lockIds))].sort();
 
 interface Lane {
   queue: Job[];
@@ -163,7 +167,7 @@ export class GroupCommitter {
     const { handler } = batch[0]!;
     if (this.database.dialect !== 'postgres' || !handler.withoutLocks || batch.some((j) => j.handler !== handler)) return undefined;
     this.lockFree.batches++;
-    const outcomes = await handler.withoutLocks(this.database.db, batch.map((j) => j.item));
+    const outcomes = await handler.withoutLocks(this.database.db, batch.map((j) => j.item), lockIdsOf(batch));
     if (!outcomes) this.lockFree.retried++;
     else if (outcomes.length !== batch.length) throw new Error(`batch handler returned ${outcomes.length} outcomes for ${batch.length} jobs`);
     return outcomes;
@@ -172,7 +176,7 @@ export class GroupCommitter {
   private inTransaction(batch: Job[]): Promise<JobOutcome<unknown>[]> {
     return writeTransaction(this.database, async (tx) => {
       if (this.database.dialect === 'postgres') {
-        const ids = [...new Set(batch.flatMap((j) => j.lockIds))].sort();
+        const ids = lockIdsOf(batch);
         if (ids.length) await sql`select id from policies where id in (${sql.join(ids)}) order by id for update`.execute(tx);
       }
       const out: JobOutcome<unknown>[] = [];
