@@ -19,11 +19,25 @@ const wallet = (i: number) =>
 const mined = async (hash: `0x${string}`) => expect((await pub.waitForTransactionReceipt({ hash, pollingInterval: 20 })).status).toBe('success');
 const balance = (token: Address, who: Address) => pub.readContract({ address: token, abi: zooTokenAbi, functionName: 'balanceOf', args: [who] });
 
+/**
+ * Gas for a swap, fixed rather than estimated: a pair's first swap in a later second than its
+ * last update also writes its two price accumulators (about 40,000 gas more), so an estimate
+ * made in the seeding block's second runs out of gas when mined in the next (a flaky revert).
+ */
+const SWAP_GAS = 500_000n;
+
 async function buy(i: number, token: Address, eth: bigint): Promise<bigint> {
   const me = devnet.accounts[i]!.address;
   const before = await balance(token, me);
   await mined(
-    await wallet(i).writeContract({ address: zoo.router, abi: routerAbi, functionName: 'swapExactETHForTokensSupportingFeeOnTransferTokens', args: [0n, [zoo.weth, token], me, maxUint256], value: eth }),
+    await wallet(i).writeContract({
+      address: zoo.router,
+      abi: routerAbi,
+      functionName: 'swapExactETHForTokensSupportingFeeOnTransferTokens',
+      args: [0n, [zoo.weth, token], me, maxUint256],
+      value: eth,
+      gas: SWAP_GAS,
+    }),
   );
   return (await balance(token, me)) - before;
 }
@@ -36,7 +50,7 @@ async function sell(i: number, token: Address, amount: bigint) {
     abi: routerAbi,
     functionName: 'swapExactTokensForTokensSupportingFeeOnTransferTokens',
     args: [amount, 0n, [token, zoo.weth], me, maxUint256],
-    gas: 500_000n,
+    gas: SWAP_GAS,
   });
 }
 
