@@ -39,6 +39,12 @@ interface Job {
   reject: (err: unknown) => void;
 }
 
+/** A handler's outcomes, checked to be one per job it was given. */
+function onePerJob<T>(outcomes: JobOutcome<T>[], jobs: number): JobOutcome<T>[] {
+  if (outcomes.length !== jobs) throw new Error(`batch handler returned ${outcomes.length} outcomes for ${jobs} jobs`);
+  return outcomes;
+}
+
 /** The ids a batch locks, in the order every writer locks them (so that none can deadlock), once each. */
 const lockIdsOf = (batch: Job[]) => [...new Set(batch.flatMap((j) => j.lockIds))].sort();
 
@@ -168,9 +174,11 @@ export class GroupCommitter {
     if (this.database.dialect !== 'postgres' || !handler.withoutLocks || batch.some((j) => j.handler !== handler)) return undefined;
     this.lockFree.batches++;
     const outcomes = await handler.withoutLocks(this.database.db, batch.map((j) => j.item), lockIdsOf(batch));
-    if (!outcomes) this.lockFree.retried++;
-    else if (outcomes.length !== batch.length) throw new Error(`batch handler returned ${outcomes.length} outcomes for ${batch.length} jobs`);
-    return outcomes;
+    if (!outcomes) {
+      this.lockFree.retried++;
+      return undefined;
+    }
+    return onePerJob(outcomes, batch.length);
   }
 
   private inTransaction(batch: Job[]): Promise<JobOutcome<unknown>[]> {
@@ -184,9 +192,7 @@ export class GroupCommitter {
         const { handler } = batch[start]!;
         let end = start + 1;
         while (end < batch.length && batch[end]!.handler === handler) end++;
-        const results = await handler(tx, batch.slice(start, end).map((j) => j.item));
-        if (results.length !== end - start) throw new Error(`batch handler returned ${results.length} outcomes for ${end - start} jobs`);
-        out.push(...results);
+        out.push(...onePerJob(await handler(tx, batch.slice(start, end).map((j) => j.item)), end - start));
         start = end;
       }
       return out;
