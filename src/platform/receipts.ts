@@ -2,6 +2,7 @@ import { createPrivateKey, createPublicKey, generateKeyPairSync, sign, type KeyO
 import type { Database } from './db/database.js';
 import { digestOf, sha256Hex } from './canonical.js';
 import { newId } from './ids.js';
+import { signingWorker } from './signing-worker.js';
 
 export interface Receipt {
   receiptId: string;
@@ -15,6 +16,8 @@ export interface Receipt {
   /** base64url Ed25519 signature over the 32 raw bytes of the digest */
   signature: string;
 }
+
+export type UnsignedReceipt = Omit<Receipt, 'signature'>;
 
 export interface Jwk {
   kty: 'OKP';
@@ -66,11 +69,15 @@ export class ReceiptSigner {
   }
 
   sign(kind: string, subjectId: string, subject: unknown, issuedAt: Date): Receipt {
-    const unsigned = this.unsigned(kind, subjectId, subject, issuedAt);
-    return { ...unsigned, signature: sign(null, digestBytes(unsigned.digest), this.privateKey).toString('base64url') };
+    return this.complete(this.prepare(kind, subjectId, subject, issuedAt));
   }
 
-  private unsigned(kind: string, subjectId: string, subject: unknown, issuedAt: Date): Omit<Receipt, 'signature'> {
+  /**
+   * A receipt without its signature yet: every field is fixed here, and the signature follows
+   * from them alone (Ed25519 is deterministic), so it can be added later, on the event loop
+   * (`complete`) or off it (`completeAll`), and always comes out the same.
+   */
+  prepare(kind: string, subjectId: string, subject: unknown, issuedAt: Date): UnsignedReceipt {
     return {
       receiptId: newId('rcpt'),
       kind,
@@ -80,6 +87,23 @@ export class ReceiptSigner {
       keyId: this.jwk.kid,
       alg: 'EdDSA',
     };
+  }
+
+  /** True when this signer's key can sign `receipt` (it names this key). */
+  canComplete(receipt: UnsignedReceipt): boolean {
+    return receipt.keyId === this.jwk.kid;
+  }
+
+  /** Signs a prepared receipt on the event loop. */
+  complete(unsigned: UnsignedReceipt): Receipt {
+    if (!this.canComplete(unsigned)) throw new Error(`receipt ${unsigned.receiptId} names another signing key`);
+    return { ...unsigned, signature: sign(null, digestBytes(unsigned.digest), this.privateKey).toString('base64url') };
+  }
+
+  /** Signs prepared receipts on a worker thread (see signingWorker). */
+  async completeAll(unsigned: UnsignedReceipt[]): Promise<Receipt[]> {
+    const sigs = await signingWorker.signAll(this.privateKey, unsigned.map((u) => digestBytes(u.digest)));
+    return unsigned.map((u, i) => ({ ...u, signature: sigs[i]!.toString('base64url') }));
   }
 
   jwks(): { keys: Jwk[] } {

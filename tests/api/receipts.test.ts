@@ -189,6 +189,25 @@ describe('decision receipts', () => {
     await expectVerifies(pending.decision, pending.receipt, await keyFor(pending.receipt));
   });
 
+  it('a decision read after the signing key changed gets a fresh receipt from the new key', async () => {
+    const p = await createPolicy(t);
+    const made = await decide(t, p, { amount: '2' });
+    const seed = generateKeyPairSync('ed25519').privateKey.export({ format: 'jwk' }).d!;
+    const rotated = await createTestApp({ database: t.database, clock: t.clock, config: { receiptSigningKey: seed } });
+    try {
+      const newJwks = json(await rotated.app.inject({ method: 'GET', url: '/.well-known/jwks.json' }));
+      expect(newJwks.keys[0].kid).not.toBe(made.receipt.keyId);
+      const read = json(await readDecision(rotated, made.decision.decisionId, bearer(p.agentKey)));
+      expect(read.decision).toEqual(made.decision);
+      expect(read.receipt.keyId).toBe(newJwks.keys[0].kid);
+      expect(read.receipt.receiptId).not.toBe(made.receipt.receiptId);
+      const key = (await importJWK({ ...newJwks.keys[0], alg: 'EdDSA' }, 'EdDSA')) as PublicKey;
+      await expectVerifies(read.decision, read.receipt, key);
+    } finally {
+      await rotated.app.close();
+    }
+  });
+
   it('another instance on the same database signs with the same published key', async () => {
     const second = await createTestApp({ database: t.database, clock: t.clock });
     try {

@@ -78,7 +78,11 @@ export interface DecisionsTable {
   approved_at: string | null;
   approval_note: string | null;
   created_at: string;
-  /** JSON of the signed receipt of the decision as last changed */
+  /**
+   * JSON of the receipt of the decision as last changed. A new decision's receipt is stored
+   * without its signature, which follows from the other fields (Ed25519 is deterministic) and is
+   * added when it is read (DecisionService.stored); an approval's receipt is stored signed.
+   */
   receipt: string;
 }
 
