@@ -3,7 +3,12 @@ import { fileURLToPath } from 'node:url';
 import type { ChildMessage, LoadSpec, ParentMessage } from './types.js';
 
 const SERVER_ENTRY = fileURLToPath(new URL('../server.ts', import.meta.url));
-const START_TIMEOUT_MS = 60_000;
+/**
+ * How long a target may take to start. Storing 1,000,000 decisions before a history run took
+ * over 60 s on PostgreSQL on a slow day of this host, so the limit is generous; it only guards
+ * against a target that hangs.
+ */
+const START_TIMEOUT_MS = 300_000;
 
 export interface CpuSample {
   userMicros: number;
