@@ -6,10 +6,11 @@
  *     (targets: SQLite >= 0.50, PostgreSQL >= 0.30);
  *  2. latency at half of each decision target's saturation (target p99 < 10 ms), with requests
  *     evenly paced at that rate (bench/lib/load.ts `paced`: open loop, latency counted from when
- *     each request was due);
+ *     each request was due) over as many connections as the saturation runs use;
  *  3. history: decisions on each database at a fixed rate with 10,000 and with 1,000,000
  *     decisions stored before (BENCH_HISTORY, default on; target median ratio <= 1.3).
  * Knobs: BENCH_DURATION (5), BENCH_WARMUP (1), BENCH_ROUNDS (3), BENCH_CONNECTIONS (32),
+ * BENCH_RATE_CONNECTIONS (BENCH_CONNECTIONS),
  * BENCH_DATABASE_URL (postgres://postgres@127.0.0.1:5432/postgres), BENCH_HISTORY_RATE (200),
  * BENCH_HISTORY=0 to skip part 3, BENCH_PG=0 to skip PostgreSQL.
  */
@@ -24,6 +25,15 @@ const DURATION = env('BENCH_DURATION', 5);
 const WARMUP = env('BENCH_WARMUP', 1);
 const ROUNDS = env('BENCH_ROUNDS', 3);
 const CONNECTIONS = env('BENCH_CONNECTIONS', 32);
+/**
+ * Connections of the half-saturation runs. A paced client can carry at most connections/latency
+ * requests per second: with 10 connections at 1,050 decisions/s, any stretch of responses slower
+ * than 9.5 ms left requests waiting in the client for a free connection, the backlog grew, and the
+ * run stopped being open-loop (PostgreSQL, five alternating rounds: median p50 26 ms and p99
+ * 109 ms over 10 connections, 6.9 and 24 ms over 32). As many as the saturation runs use is
+ * always enough at half their rate while the latency stays under twice theirs.
+ */
+const RATE_CONNECTIONS = env('BENCH_RATE_CONNECTIONS', CONNECTIONS);
 const HISTORY_RATE = env('BENCH_HISTORY_RATE', 200);
 const RESULTS = fileURLToPath(new URL('./results/decisions-latest.json', import.meta.url));
 
@@ -60,7 +70,7 @@ async function main(): Promise<void> {
     for (const n of names.filter((x) => x !== 'evaluate')) {
       const runs: RunResult[] = [];
       for (let r = 0; r < ROUNDS; r++) {
-        const res = await paced(targets.get(n)!, rps[n]! / 2, { connections: 10, durationSec: DURATION, warmupSec: WARMUP });
+        const res = await paced(targets.get(n)!, rps[n]! / 2, { connections: RATE_CONNECTIONS, durationSec: DURATION, warmupSec: WARMUP });
         runs.push(res);
         console.log(line(res));
       }
