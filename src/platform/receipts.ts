@@ -96,14 +96,19 @@ export class ReceiptSigner {
 
   /** Signs a prepared receipt on the event loop. */
   complete(unsigned: UnsignedReceipt): Receipt {
-    if (!this.canComplete(unsigned)) throw new Error(`receipt ${unsigned.receiptId} names another signing key`);
-    return { ...unsigned, signature: sign(null, digestBytes(unsigned.digest), this.privateKey).toString('base64url') };
+    return withSignature(unsigned, sign(null, this.signable(unsigned), this.privateKey));
   }
 
   /** Signs prepared receipts on a worker thread (see signingWorker). */
   async completeAll(unsigned: UnsignedReceipt[]): Promise<Receipt[]> {
-    const sigs = await signingWorker.signAll(this.privateKey, unsigned.map((u) => digestBytes(u.digest)));
-    return unsigned.map((u, i) => ({ ...u, signature: sigs[i]!.toString('base64url') }));
+    const sigs = await signingWorker.signAll(this.privateKey, unsigned.map((u) => this.signable(u)));
+    return unsigned.map((u, i) => withSignature(u, sigs[i]!));
+  }
+
+  /** What is signed for a prepared receipt: its digest, once the receipt is known to name this key. */
+  private signable(unsigned: UnsignedReceipt): Buffer {
+    if (!this.canComplete(unsigned)) throw new Error(`receipt ${unsigned.receiptId} names another signing key`);
+    return digestBytes(unsigned.digest);
   }
 
   jwks(): { keys: Jwk[] } {
@@ -112,6 +117,8 @@ export class ReceiptSigner {
 }
 
 const digestBytes = (digest: string) => Buffer.from(digest.slice('sha256:'.length), 'hex');
+
+const withSignature = (unsigned: UnsignedReceipt, signature: Buffer): Receipt => ({ ...unsigned, signature: signature.toString('base64url') });
 
 function parsePrivateKey(text: string): KeyObject {
   if (text.includes('BEGIN')) return createPrivateKey(text);

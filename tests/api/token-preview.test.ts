@@ -77,13 +77,14 @@ describe('POST /api/token-preview', () => {
   it('a slow Base read holds a preview at most 3 s; its late answer is kept for the next one', async () => {
     // The read answers 1.5 s after the 3 s wait ends, so a loaded machine has a whole second of
     // margin to tell "gave up after 3 s" from "waited for the answer".
-    t.chain.identityDelayMs = 4500;
+    const lateAnswerMs = 4500;
+    t.chain.identityDelayMs = lateAnswerMs;
     t.chain.identityAnswer = { name: 'Zoo Token', symbol: 'ZOO', decimals: 7 };
     const started = Date.now();
     const first = json(await preview());
     expect(Date.now() - started).toBeLessThan(4000);
     expect(first.token.decimals).toBeNull();
-    await new Promise((r) => setTimeout(r, 4500 - (Date.now() - started) + 100));
+    await new Promise((r) => setTimeout(r, lateAnswerMs - (Date.now() - started) + 100));
     t.chain.identityDelayMs = 0;
     t.clock.advance(31 * S);
     expect(json(await preview()).token.decimals).toBe(7);

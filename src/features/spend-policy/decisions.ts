@@ -67,7 +67,10 @@ export interface DecisionOutcome {
 /** A decision of a batch, whose receipt may not be signed yet (see decideMany). */
 type Made = Omit<DecisionOutcome, 'receipt'> & { receipt: Receipt | UnsignedReceipt };
 
-/** A decided request of a batch: its answer, once its receipt is signed. */
+/**
+ * A decided request of a batch: its answer, once its receipt is signed. Wrapped in an object so
+ * that the group commit answers the job at its durable commit, without adopting this promise.
+ */
 interface Signing {
   signed: Promise<DecisionOutcome>;
 }
