@@ -38,7 +38,7 @@ const HISTORY_RATE = env('BENCH_HISTORY_RATE', 200);
 const RESULTS = fileURLToPath(new URL('./results/decisions-latest.json', import.meta.url));
 
 const line = (r: RunResult) =>
-  `  ${r.target.padEnd(18)} ${r.kind}${r.requestedRate ? ` @${r.requestedRate}/s` : ''}: ${r.rps} req/s, p50 ${r.latencyMs.p50} ms, p99 ${r.latencyMs.p99} ms, other CPU ${Math.round((r.otherCpu ?? 0) * 100)}%`;
+  `  ${r.target.padEnd(18)} ${r.kind}${r.requestedRate ? ` @${r.requestedRate}/s` : ''}: ${r.rps} req/s, p50 ${r.latencyMs.p50} ms, p99 ${r.latencyMs.p99} ms, server ${r.serverMicrosPerRequest} µs/req, event loop busy ${Math.round((r.serverLoopBusy ?? NaN) * 100)}%, other CPU ${Math.round((r.otherCpu ?? 0) * 100)}%`;
 
 async function started(name: string, extraEnv: NodeJS.ProcessEnv = {}): Promise<StartedTarget> {
   const t = await startTarget(name, { env: extraEnv });
@@ -64,9 +64,12 @@ async function main(): Promise<void> {
     }
     const rps = Object.fromEntries(names.map((n) => [n, median(sat.get(n)!.map((r) => r.rps))]));
     const ratios = Object.fromEntries(names.filter((n) => n !== 'evaluate').map((n) => [n, round(rps[n]! / rps.evaluate!, 3)]));
+    const saturation = Object.fromEntries(
+      names.map((n) => [n, { serverMicrosPerRequest: median(sat.get(n)!.map((r) => r.serverMicrosPerRequest)), loopBusy: median(sat.get(n)!.map((r) => r.serverLoopBusy ?? NaN)) }]),
+    );
 
     console.log('\nlatency at half of saturation');
-    const half: Record<string, { p50: number; p99: number }> = {};
+    const half: Record<string, { p50: number; p99: number; serverMicrosPerRequest: number; loopBusy: number }> = {};
     for (const n of names.filter((x) => x !== 'evaluate')) {
       const runs: RunResult[] = [];
       for (let r = 0; r < ROUNDS; r++) {
@@ -74,11 +77,16 @@ async function main(): Promise<void> {
         runs.push(res);
         console.log(line(res));
       }
-      half[n] = { p50: median(runs.map((r) => r.latencyMs.p50)), p99: median(runs.map((r) => r.latencyMs.p99)) };
+      half[n] = {
+        p50: median(runs.map((r) => r.latencyMs.p50)),
+        p99: median(runs.map((r) => r.latencyMs.p99)),
+        serverMicrosPerRequest: median(runs.map((r) => r.serverMicrosPerRequest)),
+        loopBusy: median(runs.map((r) => r.serverLoopBusy ?? NaN)),
+      };
     }
     for (const t of targets.values()) await t.stop();
     targets.clear();
-    Object.assign(results, { saturationMedianRps: rps, ratioToEvaluate: ratios, halfSaturation: half });
+    Object.assign(results, { saturationMedianRps: rps, ratioToEvaluate: ratios, saturation, halfSaturation: half });
 
     if (process.env.BENCH_HISTORY !== '0') {
       const medians: Record<string, Record<string, number>> = {};

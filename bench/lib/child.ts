@@ -17,6 +17,9 @@ export interface CpuSample {
   /** The server's memory at the same moment. */
   rssBytes?: number;
   heapUsedBytes?: number;
+  /** The server's event loop so far (performance.eventLoopUtilization): ms busy and ms waiting for events. */
+  loopActiveMs?: number;
+  loopIdleMs?: number;
 }
 
 export interface StartedTarget {

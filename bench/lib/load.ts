@@ -48,6 +48,11 @@ export interface RunResult {
   serverCpu: number;
   clientCpu: number;
   /**
+   * Busy fraction of the server's event loop (its main thread) over the run. serverCpu also
+   * counts its worker threads and the thread pool; this is the capacity that runs out first.
+   */
+  serverLoopBusy?: number;
+  /**
    * Server CPU time per response (µs): what one request costs the server, far less sensitive to
    * other load on the machine than requests per second.
    */
@@ -173,6 +178,8 @@ async function metered(
   const serverWall = serverAfter.wallMicros - serverBefore.wallMicros;
   const serverCpu = serverMicros / serverWall;
   const clientCpu = (client.user + client.system) / wallMicros;
+  const loopActive = (serverAfter.loopActiveMs ?? NaN) - (serverBefore.loopActiveMs ?? NaN);
+  const loopTotal = loopActive + (serverAfter.loopIdleMs ?? NaN) - (serverBefore.loopIdleMs ?? NaN);
   let machine: { otherCpu: number; stealCpu: number } | undefined;
   if (systemBefore && systemAfter && systemAfter.total > systemBefore.total) {
     const cores = cpus().length;
@@ -207,6 +214,7 @@ async function metered(
     serverCpu: round(serverCpu, 2),
     serverMicrosPerRequest: round(serverMicros / Math.max(1, n), 1),
     clientCpu: round(clientCpu, 2),
+    ...(loopTotal > 0 ? { serverLoopBusy: round(loopActive / loopTotal, 2) } : {}),
     ...machine,
   };
 }

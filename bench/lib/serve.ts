@@ -1,3 +1,4 @@
+import { performance } from 'node:perf_hooks';
 import type { ChildMessage, ParentMessage, TargetModule } from './types.js';
 
 const send = (msg: ChildMessage) => process.send?.(msg);
@@ -28,7 +29,18 @@ export async function serveTarget(label: string, load: () => Promise<{ default: 
       if (msg.type === 'cpu') {
         const cpu = process.cpuUsage();
         const mem = process.memoryUsage();
-        send({ type: 'cpu', id: msg.id, userMicros: cpu.user, systemMicros: cpu.system, wallMicros: Number(process.hrtime.bigint() / 1000n), rssBytes: mem.rss, heapUsedBytes: mem.heapUsed });
+        const loop = performance.eventLoopUtilization();
+        send({
+          type: 'cpu',
+          id: msg.id,
+          userMicros: cpu.user,
+          systemMicros: cpu.system,
+          wallMicros: Number(process.hrtime.bigint() / 1000n),
+          rssBytes: mem.rss,
+          heapUsedBytes: mem.heapUsed,
+          loopActiveMs: loop.active,
+          loopIdleMs: loop.idle,
+        });
       } else if (msg.type === 'stop') {
         void close();
       }

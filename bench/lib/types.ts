@@ -45,7 +45,7 @@ export interface TargetModule {
 /** Messages from bench/server.ts to the parent. */
 export type ChildMessage =
   | { type: 'ready'; port: number; load: LoadSpec; pid: number }
-  | { type: 'cpu'; id: number; userMicros: number; systemMicros: number; wallMicros: number; rssBytes?: number; heapUsedBytes?: number }
+  | { type: 'cpu'; id: number; userMicros: number; systemMicros: number; wallMicros: number; rssBytes?: number; heapUsedBytes?: number; loopActiveMs?: number; loopIdleMs?: number }
   | { type: 'error'; message: string };
 
 /** Messages from the parent to bench/server.ts. */
