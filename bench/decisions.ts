@@ -38,7 +38,13 @@ const HISTORY_RATE = env('BENCH_HISTORY_RATE', 200);
 const RESULTS = fileURLToPath(new URL('./results/decisions-latest.json', import.meta.url));
 
 const line = (r: RunResult) =>
-  `  ${r.target.padEnd(18)} ${r.kind}${r.requestedRate ? ` @${r.requestedRate}/s` : ''}: ${r.rps} req/s, p50 ${r.latencyMs.p50} ms, p99 ${r.latencyMs.p99} ms, server ${r.serverMicrosPerRequest} µs/req, event loop busy ${Math.round((r.serverLoopBusy ?? NaN) * 100)}%, other CPU ${Math.round((r.otherCpu ?? 0) * 100)}%`;
+  `  ${r.target.padEnd(18)} ${r.kind}${r.requestedRate ? ` @${r.requestedRate}/s` : ''}: ${r.rps} req/s, p50 ${r.latencyMs.p50} ms, p99 ${r.latencyMs.p99} ms, server ${r.serverMicrosPerRequest} µs/req${r.serverLoopBusy === undefined ? '' : `, event loop busy ${Math.round(r.serverLoopBusy * 100)}%`}, other CPU ${Math.round((r.otherCpu ?? 0) * 100)}%`;
+
+/** What the server spent on a target's runs: CPU per request and its event loop's busy fraction (medians). */
+const serverMedians = (runs: RunResult[]) => ({
+  serverMicrosPerRequest: median(runs.map((r) => r.serverMicrosPerRequest)),
+  loopBusy: median(runs.map((r) => r.serverLoopBusy ?? NaN)),
+});
 
 async function started(name: string, extraEnv: NodeJS.ProcessEnv = {}): Promise<StartedTarget> {
   const t = await startTarget(name, { env: extraEnv });
@@ -64,12 +70,10 @@ async function main(): Promise<void> {
     }
     const rps = Object.fromEntries(names.map((n) => [n, median(sat.get(n)!.map((r) => r.rps))]));
     const ratios = Object.fromEntries(names.filter((n) => n !== 'evaluate').map((n) => [n, round(rps[n]! / rps.evaluate!, 3)]));
-    const saturation = Object.fromEntries(
-      names.map((n) => [n, { serverMicrosPerRequest: median(sat.get(n)!.map((r) => r.serverMicrosPerRequest)), loopBusy: median(sat.get(n)!.map((r) => r.serverLoopBusy ?? NaN)) }]),
-    );
+    const saturation = Object.fromEntries(names.map((n) => [n, serverMedians(sat.get(n)!)]));
 
     console.log('\nlatency at half of saturation');
-    const half: Record<string, { p50: number; p99: number; serverMicrosPerRequest: number; loopBusy: number }> = {};
+    const half: Record<string, { p50: number; p99: number } & ReturnType<typeof serverMedians>> = {};
     for (const n of names.filter((x) => x !== 'evaluate')) {
       const runs: RunResult[] = [];
       for (let r = 0; r < ROUNDS; r++) {
@@ -77,12 +81,7 @@ async function main(): Promise<void> {
         runs.push(res);
         console.log(line(res));
       }
-      half[n] = {
-        p50: median(runs.map((r) => r.latencyMs.p50)),
-        p99: median(runs.map((r) => r.latencyMs.p99)),
-        serverMicrosPerRequest: median(runs.map((r) => r.serverMicrosPerRequest)),
-        loopBusy: median(runs.map((r) => r.serverLoopBusy ?? NaN)),
-      };
+      half[n] = { p50: median(runs.map((r) => r.latencyMs.p50)), p99: median(runs.map((r) => r.latencyMs.p99)), ...serverMedians(runs) };
     }
     for (const t of targets.values()) await t.stop();
     targets.clear();
