@@ -8,7 +8,7 @@ import { AppError } from '../../src/platform/errors.js';
 import { hashKey } from '../../src/platform/keys.js';
 import { ReceiptSigner } from '../../src/platform/receipts.js';
 import { ADDR } from '../helpers/app.js';
-import { createTestDatabase } from '../helpers/db.js';
+import { createTestDatabase, testDialect } from '../helpers/db.js';
 import { suiteFixture } from '../helpers/suite.js';
 
 // Decision requests that arrive together are decided in one batch: one read of what they need,
@@ -103,6 +103,35 @@ describe('decisions decided together in one batch', () => {
     expect((await settle([p.decide('r9', '0.000001', ADDR.bob)])).map(verdict)).toEqual(['BLOCK exceeds_daily_budget']);
     expect((await settle([p.decide('r10', '1', ADDR.alice, NEXT_DAY)])).map(verdict)).toEqual(['APPROVE']);
     expect((await settle([p.decide('r11', '1', ADDR.alice, NEXT_DAY)])).map(verdict)).toEqual(['BLOCK repeat_limit_reached']);
+  });
+
+  const nextTurn = () => new Promise<void>((resolve) => setImmediate(resolve));
+  const batchSizes = () => commits.mock.calls.map(([batch]) => batch.length);
+
+  // SQLite decides a whole batch without leaving the event loop, so a batch waits a few turns
+  // for the requests still arriving; on PostgreSQL they arrive during its round trips anyway.
+  it.runIf(testDialect === 'sqlite')('take in the requests that keep arriving in the next event-loop turns', async () => {
+    const p = await policy({ dailyBudget: '100' });
+    const pending = [p.decide('t1', '1', ADDR.alice)];
+    for (const id of ['t2', 't3', 't4']) {
+      await nextTurn();
+      pending.push(p.decide(id, '1', ADDR.bob));
+    }
+    const outcomes = await settle(pending);
+    expect(batchSizes()).toEqual([4]);
+    // still decided in order: bob's third 1 USDC today goes past maxRepeats 2
+    expect(outcomes.map(verdict)).toEqual(['APPROVE', 'APPROVE', 'APPROVE', 'BLOCK repeat_limit_reached']);
+  });
+
+  it('commit at once when a turn brings no other request', async () => {
+    const p = await policy();
+    const first = p.decide('q1', '1');
+    await nextTurn();
+    await nextTurn();
+    await nextTurn();
+    const second = p.decide('q2', '1');
+    expect((await settle([first, second])).map(verdict)).toEqual(['APPROVE', 'APPROVE']);
+    expect(batchSizes()).toEqual([1, 1]);
   });
 
   it('answer a repeated requestId with the decision made earlier in the batch, and refuse it with other content', async () => {

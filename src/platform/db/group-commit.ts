@@ -48,6 +48,15 @@ function onePerJob<T>(outcomes: JobOutcome<T>[], jobs: number): JobOutcome<T>[] 
 /** The ids a batch locks, in the order every writer locks them (so that none can deadlock), once each. */
 const lockIdsOf = (batch: Job[]) => [...new Set(batch.flatMap((j) => j.lockIds))].sort();
 
+/**
+ * SQLite: event-loop turns a batch waits, beyond the first, while each brings more requests (see
+ * gather). A bigger batch shares its fixed cost (BEGIN, COMMIT, the WAL sync, the signing
+ * worker's round trip) among more decisions: at 1,600 decisions/s batches grew from about 1.9
+ * to 2.4 decisions, and server CPU per decision fell by 4% on average in 14 paired A/B rounds
+ * (13 of them lower), with no change in latency or saturation beyond the host's noise.
+ */
+const GATHER_TURNS = 4;
+
 interface Lane {
   queue: Job[];
   draining: boolean;
@@ -124,14 +133,32 @@ export class GroupCommitter {
     lane.draining = true;
     try {
       while (lane.queue.length > 0) {
-        // better-sqlite3 runs a whole transaction without leaving the microtask queue; yield
-        // once so requests already read from their sockets can join this batch.
-        await new Promise<void>((resolve) => setImmediate(resolve));
+        await this.gather(lane);
         await this.commit(lane.queue.splice(0, this.maxBatch));
       }
     } finally {
       lane.draining = false;
       if (lane.queue.length === 0) this.lanes.delete(key);
+    }
+  }
+
+  /**
+   * Lets the requests that are arriving join the batch before it commits. better-sqlite3 runs a
+   * whole transaction without leaving the microtask queue, so the lane first yields one
+   * event-loop turn, in which requests already read from their sockets queue their jobs; on
+   * SQLite it then waits up to GATHER_TURNS more turns, as long as each brings more jobs. A turn
+   * that brings none ends the wait, so a lone decision waits two turns (microseconds on an idle
+   * loop). PostgreSQL gets no more: its batches gather during their round trips, and there
+   * the extra turns lowered saturation in two of three rounds.
+   */
+  private async gather(lane: Lane): Promise<void> {
+    const turn = () => new Promise<void>((resolve) => setImmediate(resolve));
+    await turn();
+    const extraTurns = this.database.dialect === 'postgres' ? 0 : GATHER_TURNS;
+    for (let extra = 0, queued = lane.queue.length; extra < extraTurns && queued < this.maxBatch; extra++) {
+      await turn();
+      if (lane.queue.length === queued) return;
+      queued = lane.queue.length;
     }
   }
 
