@@ -1,4 +1,5 @@
 import { generateKeyPairSync } from 'node:crypto';
+import { setImmediate as nextTurn } from 'node:timers/promises';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { DecisionService, type DecisionOutcome } from '../../src/features/spend-policy/decisions.js';
 import { PolicyStore } from '../../src/features/spend-policy/policies.js';
@@ -105,7 +106,6 @@ describe('decisions decided together in one batch', () => {
     expect((await settle([p.decide('r11', '1', ADDR.alice, NEXT_DAY)])).map(verdict)).toEqual(['BLOCK repeat_limit_reached']);
   });
 
-  const nextTurn = () => new Promise<void>((resolve) => setImmediate(resolve));
   const batchSizes = () => commits.mock.calls.map(([batch]) => batch.length);
 
   // SQLite decides a whole batch without leaving the event loop, so a batch waits a few turns
