@@ -103,19 +103,38 @@ async function settlementAt(chain: ChainClient, want: ExpectedSettlement, hash: 
   const receipt = await chain.getTransactionReceipt({ hash }).catch(() => undefined);
   if (!receipt) return { found: false, reason: 'transaction not found or not mined' };
   if (receipt.status !== 'success') return { found: false, reason: 'transaction reverted' };
-  let used = false;
-  let paid = false;
-  for (const log of receipt.logs) {
-    if (!same(log.address, USDC_ADDRESS)) continue;
-    try {
-      const ev = decodeEventLog({ abi: usdcEvents, data: log.data, topics: log.topics });
-      if (ev.eventName === 'AuthorizationUsed' && same(ev.args.authorizer, want.payer) && same(ev.args.nonce, want.nonce)) used = true;
-      if (ev.eventName === 'Transfer' && same(ev.args.from, want.payer) && same(ev.args.to, want.payTo) && ev.args.value === want.amount) paid = true;
-    } catch {
-      // Another USDC event (Approval, Mint, …): not part of a settlement.
-    }
-  }
-  if (!used || !paid) return { found: false, reason: NOT_OURS };
+  if (!settles(receipt.logs, want)) return { found: false, reason: NOT_OURS };
   const head = await chain.getBlockNumber({ cacheTime: 0 });
   return { found: true, transaction: hash, confirmations: Number(head - receipt.blockNumber + 1n) };
+}
+
+type UsdcEvent = ReturnType<typeof decodeEventLog<typeof usdcEvents>>;
+
+/** A USDC log decoded, or undefined for any other contract's log or another USDC event. */
+function usdcEvent(log: { address: string; data: Hex; topics: Hex[] }): UsdcEvent | undefined {
+  if (!same(log.address, USDC_ADDRESS) || log.topics.length === 0) return undefined;
+  try {
+    return decodeEventLog({ abi: usdcEvents, data: log.data, topics: log.topics as [Hex, ...Hex[]] });
+  } catch {
+    return undefined; // Approval, Mint, …: not part of a settlement
+  }
+}
+
+/**
+ * True when the logs hold this authorization's own transfer: USDC emits a transfer made with an
+ * authorization as AuthorizationUsed(payer, nonce) immediately followed by its Transfer
+ * (FiatToken's EIP3009: _markAuthorizationAsUsed, then _transfer). So the log right after this
+ * authorization's AuthorizationUsed must be a USDC Transfer of exactly the price from the payer
+ * to us. Any other Transfer in the transaction is not this payment: a payer who uses up a second
+ * authorization's nonce (say, 0 USDC to himself) in the transaction that makes one real payment
+ * must not have both reports count as paid by that one transfer.
+ */
+function settles(logs: readonly { address: string; data: Hex; topics: Hex[] }[], want: ExpectedSettlement): boolean {
+  for (let i = 0; i + 1 < logs.length; i++) {
+    const used = usdcEvent(logs[i]!);
+    if (used?.eventName !== 'AuthorizationUsed' || !same(used.args.authorizer, want.payer) || !same(used.args.nonce, want.nonce)) continue;
+    const moved = usdcEvent(logs[i + 1]!);
+    return moved?.eventName === 'Transfer' && same(moved.args.from, want.payer) && same(moved.args.to, want.payTo) && moved.args.value === want.amount;
+  }
+  return false;
 }
