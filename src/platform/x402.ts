@@ -13,6 +13,7 @@ import { bazaarResourceServerExtension, declareDiscoveryExtension } from '@x402/
 import { createCdpAuthHeaders } from '@coinbase/x402';
 import type { TSchema } from 'typebox';
 import type { Config } from '../config.js';
+import { digestOf } from './canonical.js';
 import { AppError } from './errors.js';
 import { NETWORK, PAID_REPORTS, USDC_ADDRESS, priceMicro, type PaidReportName } from './prices.js';
 
@@ -33,19 +34,29 @@ export type GateResult =
   | { kind: 'respond'; status: number; headers: Record<string, string>; body: unknown }
   | { kind: 'verified'; payload: PaymentPayload; requirements: PaymentRequirements; extensions?: Record<string, unknown> | undefined };
 
-/** The x402 identity of a payment: who authorized it and with which single-use nonce. */
-export function paymentIdentity(header: string): { payload: PaymentPayload; authId: string; payer: string } {
+const NOT_A_PAYLOAD = 'PAYMENT-SIGNATURE is not a valid x402 v2 payment payload';
+
+/**
+ * The x402 identity of a payment: who authorized it and with which single-use nonce, and the
+ * digest of the whole payload (which tells a replay of this very payment from another use of
+ * its authorization). Anything that is not such a payload is a 400, whatever it decodes to.
+ */
+export function paymentIdentity(header: string): { payload: PaymentPayload; authId: string; payer: string; digest: string } {
   let payload: PaymentPayload;
+  let digest: string;
   try {
     payload = decodePaymentSignatureHeader(header);
+    // canonicalize refuses what JSON cannot carry back (a number such as 1e999 parses to Infinity)
+    digest = digestOf(payload);
   } catch {
-    throw new AppError('invalid_request', 'PAYMENT-SIGNATURE is not a valid x402 v2 payment payload');
+    throw new AppError('invalid_request', NOT_A_PAYLOAD);
   }
-  const auth = (payload.payload as { authorization?: { from?: unknown; nonce?: unknown } } | undefined)?.authorization;
+  if (typeof payload !== 'object' || payload === null || Array.isArray(payload)) throw new AppError('invalid_request', NOT_A_PAYLOAD);
+  const auth = (payload.payload as { authorization?: { from?: unknown; nonce?: unknown } } | null | undefined)?.authorization;
   if (payload.x402Version !== 2 || typeof auth?.from !== 'string' || typeof auth.nonce !== 'string') {
     throw new AppError('invalid_request', 'PAYMENT-SIGNATURE must be an x402 v2 exact EIP-3009 authorization');
   }
-  return { payload, authId: `${auth.from.toLowerCase()}:${auth.nonce.toLowerCase()}`, payer: auth.from };
+  return { payload, authId: `${auth.from.toLowerCase()}:${auth.nonce.toLowerCase()}`, payer: auth.from, digest };
 }
 
 /**

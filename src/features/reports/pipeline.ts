@@ -104,10 +104,9 @@ export class PaidReports {
       return this.sendGate(reply, await this.deps.gateway.gate(request));
     }
     const payment = paymentIdentity(signature);
-    const paymentDigest = digestOf(payment.payload);
     const existing = await this.guardStorage(() => this.store.byAuth(payment.authId));
     if (existing) {
-      this.checkSamePurchase(existing, path, inputDigest, paymentDigest);
+      this.checkSamePurchase(existing, path, inputDigest, payment.digest);
       return this.deliver(reply, await this.settlement.resume(existing));
     }
 
@@ -130,7 +129,7 @@ export class PaidReports {
       pay_to: gate.requirements.payTo,
       payer: payment.payer,
       auth_id: payment.authId,
-      payment_digest: paymentDigest,
+      payment_digest: payment.digest,
       payment: JSON.stringify({ payload: gate.payload, requirements: gate.requirements, extensions: gate.extensions ?? null }),
       status: 'stored',
       settle_tx: null,
@@ -143,7 +142,7 @@ export class PaidReports {
     const stored = await this.storeWithOrder(row, order, path, input, inputDigest, now);
     if (!stored.inserted) {
       const winner = await this.mustLoadByAuth(payment.authId);
-      this.checkSamePurchase(winner, path, inputDigest, paymentDigest);
+      this.checkSamePurchase(winner, path, inputDigest, payment.digest);
       return this.deliver(reply, await this.settlement.resume(winner));
     }
     return this.deliver(reply, await this.settlement.settleNew(row, stored.recoveryKey));

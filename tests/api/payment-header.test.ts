@@ -1,0 +1,31 @@
+// A PAYMENT-SIGNATURE header that is not an x402 v2 exact EIP-3009 payment is the caller's
+// mistake: a 400 problem that says so, before any facilitator is asked, never a 500.
+import { afterAll, beforeAll, expect, it } from 'vitest';
+import { createTestApp, OFFLINE, type TestApp } from '../helpers/app.js';
+import { expectProblem } from '../helpers/problems.js';
+
+let t: TestApp;
+beforeAll(async () => {
+  t = await createTestApp({ config: { ...OFFLINE, payTo: '0x5555555555555555555555555555555555555555' } });
+});
+afterAll(async () => t?.close());
+
+const b64 = (text: string) => Buffer.from(text, 'utf8').toString('base64');
+const authorization = { from: '0x1111111111111111111111111111111111111111', nonce: `0x${'ab'.repeat(32)}` };
+const v2 = (extra: string) => b64(`{"x402Version":2,"payload":{"authorization":${JSON.stringify(authorization)}}${extra}}`);
+
+it.each([
+  ['not base64 at all', '%%%'],
+  ['base64 of text that is not JSON', b64('hello')],
+  ['JSON null', b64('null')],
+  ['a JSON array', b64('[1,2]')],
+  ['a JSON number', b64('42')],
+  ['a payload of null', b64('{"x402Version":2,"payload":null}')],
+  ['no authorization', b64('{"x402Version":2,"payload":{}}')],
+  ['x402 version 1', b64(`{"x402Version":1,"payload":{"authorization":${JSON.stringify(authorization)}}}`)],
+  ['a number too large for a double (1e999)', v2(',"junk":1e999')],
+])('PAYMENT-SIGNATURE with %s: 400 invalid_request', async (_what, signature) => {
+  const res = await t.app.inject({ method: 'GET', url: '/api/quick-check', headers: { 'payment-signature': signature } });
+  const problem = expectProblem(res, 400, 'invalid_request');
+  expect(problem.detail).toMatch(/^PAYMENT-SIGNATURE /);
+});
