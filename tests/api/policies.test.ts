@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
+import { PolicyStore } from '../../src/features/spend-policy/policies.js';
 import { ADDR, createTestApp, json } from '../helpers/app.js';
 import { expectInvalid, expectProblem } from '../helpers/problems.js';
 import {
@@ -333,6 +334,40 @@ describe('protected policies', () => {
       expect(json(on)).toMatchObject({ status: 'active', agentStatus: 'active', revision: 5 });
       const again = await decide(t, p, { amount: '1' });
       expect(again.decision).toMatchObject({ decision: 'APPROVE', policyRevision: 5 });
+    });
+
+    it('a PUT that leaves the statuses out does not undo a stop stored while it was under way', async () => {
+      // Two administrators, neither with If-Match: one stops the agent; the other only changes the
+      // budget, and had read the policy before the stop was stored. The spy only orders the two
+      // requests' steps; both write through the real replace().
+      const p = await createPolicy(t);
+      const admin = bearer(p.adminKey);
+      const real = PolicyStore.prototype.replace;
+      let stopStored!: () => void;
+      const stopDone = new Promise<void>((resolve) => (stopStored = resolve));
+      let budgetRead!: () => void;
+      const budgetReady = new Promise<void>((resolve) => (budgetRead = resolve));
+      const spy = vi.spyOn(PolicyStore.prototype, 'replace').mockImplementation(async function (this: PolicyStore, row, change, expected, now) {
+        if (change.agentStatus === 'inactive') {
+          const out = await real.call(this, row, change, expected, now);
+          stopStored();
+          return out;
+        }
+        budgetRead();
+        await stopDone;
+        return real.call(this, row, change, expected, now);
+      });
+      try {
+        const budgetChange = putPolicy(t, p.policyId, { policy: rules({ dailyBudget: '200' }) }, admin);
+        await budgetReady; // it has read the policy, and waits to write
+        const stop = await putPolicy(t, p.policyId, { policy: rules(), agentStatus: 'inactive' }, admin);
+        expect(json(stop)).toMatchObject({ agentStatus: 'inactive', revision: 2 });
+        expect(json(await budgetChange)).toMatchObject({ agentStatus: 'inactive', revision: 3, policy: { dailyBudget: '200' } });
+      } finally {
+        spy.mockRestore();
+      }
+      expect(json(await getPolicy(t, p.policyId, admin))).toMatchObject({ agentStatus: 'inactive', revision: 3 });
+      expectProblem(await decideRaw(t, p, { amount: '1' }), 403, 'inactive');
     });
   });
 

@@ -131,11 +131,14 @@ export class PolicyStore {
   ): Promise<PolicyRow | undefined> {
     const current = Number(row.revision);
     if (expectedRevision !== undefined && expectedRevision !== current) return undefined;
+    // A field the body leaves out is not written at all: writing back the value read before the
+    // update would undo a concurrent change, e.g. put an agent that another administrator has
+    // just stopped back to work.
     const next = {
       rules: JSON.stringify(canonicalRules(change.policy)),
-      name: change.name ?? row.name,
-      status: change.status ?? row.status,
-      agent_status: change.agentStatus ?? row.agent_status,
+      ...(change.name !== undefined ? { name: change.name } : {}),
+      ...(change.status !== undefined ? { status: change.status } : {}),
+      ...(change.agentStatus !== undefined ? { agent_status: change.agentStatus } : {}),
       revision: sql<number>`revision + 1`,
       updated_at: now.toISOString(),
     };
