@@ -1,4 +1,8 @@
+import { existsSync, mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { sql } from 'kysely';
+import { openDatabase } from '../../src/platform/db/database.js';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { WalSync } from '../../src/platform/db/wal-sync.js';
 import { createTestApp, json, type TestApp } from '../helpers/app.js';
@@ -109,6 +113,36 @@ describe.skipIf(testDialect !== 'sqlite')('SQLite commits synced off the event l
     expect((await t.app.inject({ method: 'GET', url: '/readyz' })).statusCode).toBe(503);
     // The decision acknowledged before the failure still reads back.
     expect((await readDecision(t, json(first).decision.decisionId, bearer(p.agentKey))).statusCode).toBe(200);
+  });
+});
+
+describe.skipIf(testDialect !== 'sqlite')('SQLite database file behind a symbolic link', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'paywarden-symlink-'));
+  let t: TestApp | undefined;
+  afterEach(async () => {
+    await t?.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('syncs the WAL beside the real file, so decisions are answered', async () => {
+    // DATABASE_URL names a link (say, to a file on another volume); SQLite keeps its WAL beside
+    // the link's target, and that is the file whose sync acknowledges a commit.
+    mkdirSync(join(dir, 'volume'));
+    const real = join(dir, 'volume', 'paywarden.sqlite');
+    writeFileSync(real, '');
+    const link = join(dir, 'paywarden.sqlite');
+    symlinkSync(real, link);
+    const database = await openDatabase(`sqlite:${link}`);
+    t = await createTestApp({ database: { ...database, url: `sqlite:${link}`, drop: () => database.close() } });
+    t.clock.set(START);
+    const synced = syncOnce();
+
+    const p = await createPolicy(t);
+    const res = await decideRaw(t, p, { requestId: rid('linked'), amount: '1' });
+    expect(res.statusCode, res.body).toBe(200);
+    expect(synced).toHaveBeenCalled();
+    expect(existsSync(`${real}-wal`)).toBe(true);
+    expect((await t.app.inject({ method: 'GET', url: '/readyz' })).statusCode).toBe(200);
   });
 });
 

@@ -67,7 +67,10 @@ function openSqlite(url: string, opts: DatabaseOptions): Database {
   // Money columns hold micro-USDC; reading them as JavaScript numbers would lose precision.
   sqlite.defaultSafeIntegers(true);
   const checkpointer = file === ':memory:' ? undefined : startCheckpointer(sqlite, file, opts.walRestartFrames ?? WAL_RESTART_FRAMES);
-  const wal = checkpointer && { sync: new WalSync(sqlite, `${resolve(file)}-wal`), restartPending: () => checkpointer.restartPending() };
+  // The WAL lies beside the file SQLite resolved (a symbolic link to the database, or to a folder
+  // on its path, is followed), which need not be beside the path configured.
+  const walPath = `${(sqlite.pragma('database_list') as Array<{ name: string; file: string }>).find((d) => d.name === 'main')!.file}-wal`;
+  const wal = checkpointer && { sync: new WalSync(sqlite, walPath), restartPending: () => checkpointer.restartPending() };
   const db = new Kysely<DB>({ dialect: new SqliteDialect({ database: withStatementCache(sqlite) }) });
   return {
     db,
