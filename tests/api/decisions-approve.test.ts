@@ -86,6 +86,16 @@ describe('POST /api/spendpolicy/decisions/{decisionId}/approve', () => {
     expectInvalid(await approve(t, pending.decision.decisionId, p.adminKey, { note: 5 }), 'body/note');
     expectInvalid(await approve(t, pending.decision.decisionId, p.adminKey, { note: 'x'.repeat(501) }), 'body/note');
     expectInvalid(await approve(t, pending.decision.decisionId, p.adminKey, { note: 'ok\u0000' }), 'body/note');
+    // A body that is there must be an object: JSON null is not "no body".
+    for (const payload of ['null', '"yes"', '[]', 'true']) {
+      const res = await t.app.inject({
+        method: 'POST',
+        url: `/api/spendpolicy/decisions/${pending.decision.decisionId}/approve`,
+        headers: { ...bearer(p.adminKey), 'content-type': 'application/json' },
+        payload,
+      });
+      expectInvalid(res, 'body');
+    }
     const read = json(await readDecision(t, pending.decision.decisionId, bearer(p.adminKey)));
     expect(read.decision.approval.status).toBe('PENDING');
   });

@@ -306,8 +306,14 @@ describe('protected policies', () => {
       expect(ok.headers.etag).toBe('"3"');
       expect(json(ok)).toMatchObject({ revision: 3, policy: { dailyBudget: '80' } });
 
-      expectProblem(await putPolicy(t, p.policyId, { policy: rules() }, { ...admin, 'if-match': 'banana' }), 400, 'invalid_request');
+      for (const malformed of ['banana', '"3', '3"', '"3", "4"', '""']) {
+        expectProblem(await putPolicy(t, p.policyId, { policy: rules() }, { ...admin, 'if-match': malformed }), 400, 'invalid_request');
+      }
+      // If-Match compares strongly: a weak tag never matches, even the current revision's.
+      expectProblem(await putPolicy(t, p.policyId, { policy: rules() }, { ...admin, 'if-match': 'W/"3"' }), 412, 'precondition_failed');
       expect(json(await getPolicy(t, p.policyId, admin)).revision).toBe(3);
+      const bare = await putPolicy(t, p.policyId, { policy: rules() }, { ...admin, 'if-match': '3' });
+      expect(json(bare).revision).toBe(4);
     });
 
     it('PUT sets status and agentStatus inactive: decisions are then 403, and active again works', async () => {

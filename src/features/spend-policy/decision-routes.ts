@@ -50,9 +50,10 @@ export const decisionRoutes: FastifyPluginAsyncTypebox<AppDeps & { decisions: De
   app.post(
     '/api/spendpolicy/decisions/:decisionId/approve',
     {
-      // The body is optional: a bare POST approves without a note.
+      // The body is optional: a bare POST approves without a note. A body that is there (JSON null
+      // included) must be the object the schema describes.
       preValidation: async (request) => {
-        request.body ??= {};
+        if (request.body === undefined) request.body = {};
       },
       schema: {
         tags: ['spend-policy'],

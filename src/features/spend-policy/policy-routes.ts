@@ -20,12 +20,16 @@ const Params = Type.Object({ policyId: PolicyId });
 const adminOnly = { kinds: ['admin' as const], missing: 'admin_key_required' as const };
 const adminSecurity = [{ adminKey: [] }];
 
-/** `If-Match: "3"` (or 3, or W/"3") names the revision the administrator last read. */
+/**
+ * `If-Match: "3"` (the ETag of GET; bare 3 is accepted too) names the revision the administrator
+ * last read. If-Match compares strongly (RFC 9110), so a weak tag such as W/"3" never matches: 412.
+ */
 function ifMatchRevision(header: string | undefined): number | undefined {
   if (header === undefined || header.trim() === '*') return undefined;
-  const m = /^\s*(?:W\/)?"?(\d{1,9})"?\s*$/.exec(header);
+  if (/^\s*W\/"\d{1,9}"\s*$/.test(header)) throw new AppError('precondition_failed', 'If-Match compares strong entity tags; a weak one (W/"…") never matches');
+  const m = /^\s*(?:"(\d{1,9})"|(\d{1,9}))\s*$/.exec(header);
   if (!m) throw new AppError('invalid_request', 'If-Match must be the policy revision, e.g. "3"');
-  return Number(m[1]);
+  return Number(m[1] ?? m[2]);
 }
 
 export const policyRoutes: FastifyPluginAsyncTypebox<AppDeps & { decisions: DecisionService }> = async (app, deps) => {
