@@ -5,7 +5,7 @@ import type { Config } from './config.js';
 import type { Clock } from './platform/clock.js';
 import type { Database } from './platform/db/database.js';
 import { installCors } from './platform/cors.js';
-import { BODY_LIMIT, genReqId, installErrorHandling, installValidators } from './platform/http.js';
+import { BODY_LIMIT, frameworkError, genReqId, installErrorHandling, installValidators } from './platform/http.js';
 import { openApiOptions } from './platform/openapi.js';
 import type { RateLimiter } from './platform/rate-limit.js';
 import { catalogueRoutes } from './features/catalogue/routes.js';
@@ -57,6 +57,7 @@ export async function buildApp(deps: AppDeps): Promise<App> {
     bodyLimit: BODY_LIMIT,
     trustProxy: deps.config.trustProxy.length ? deps.config.trustProxy : false,
     routerOptions: { ignoreTrailingSlash: true },
+    frameworkErrors: frameworkError,
   }).withTypeProvider<TypeBoxTypeProvider>();
 
   installValidators(app);

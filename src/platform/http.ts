@@ -105,5 +105,17 @@ export function installErrorHandling(app: FastifyInstance): void {
   app.setNotFoundHandler((request, reply) => sendProblem(reply, request, notFound(request)));
 }
 
+/**
+ * Errors Fastify raises before routing, where no hook or error handler runs: a URL whose
+ * percent-encoding is invalid, and a path parameter over the router's length limit (no valid
+ * identifier is that long). Both are the caller's mistake and get the usual problem body.
+ */
+export function frameworkError(err: FastifyError, request: FastifyRequest, reply: FastifyReply): void {
+  const detail =
+    err.code === 'FST_ERR_MAX_PARAM_LENGTH' ? 'a path parameter is too long to be an identifier' : 'the URL is not valid (malformed percent-encoding)';
+  reply.header('x-request-id', request.id);
+  void sendProblem(reply, request, new AppError('invalid_request', detail));
+}
+
 const notFound = (request: FastifyRequest) =>
   new AppError('route_not_found', `no route ${request.method} ${request.url.split('?')[0]}`);

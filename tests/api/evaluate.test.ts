@@ -533,6 +533,18 @@ describe('POST /api/spendpolicy/evaluate', () => {
       }
     });
 
+    it('a malformed percent-encoding or an over-long path parameter is a 400 problem, not a framework body', async () => {
+      for (const url of [
+        '/api/evidence-chains/ec_%G0',
+        '/api/spendpolicy/policies/%ED%A0%80',
+        '/nope/%E0%A4%A',
+        `/api/spendpolicy/policies/sgp_${'0'.repeat(5000)}`,
+      ]) {
+        const problem = expectProblem(await inject({ method: 'GET', url }), 400, 'invalid_request');
+        expect(problem.detail).not.toContain('%');
+      }
+    });
+
     it('a 404 on an unknown route does not read the body', async () => {
       const res = await inject({ method: 'POST', url: '/api/nope', payload: '{not json', headers: { 'content-type': 'application/json' } });
       expectProblem(res, 404, 'route_not_found');
