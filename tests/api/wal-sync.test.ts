@@ -7,7 +7,7 @@ import { afterEach, describe, expect, it, vi } from 'vitest';
 import { WalSync } from '../../src/platform/db/wal-sync.js';
 import { createTestApp, json, type TestApp } from '../helpers/app.js';
 import { testDialect } from '../helpers/db.js';
-import { createPolicy, decideRaw, readDecision, bearer, rid, START } from '../helpers/policies.js';
+import { bearer, createBody, createPolicy, decideRaw, getPolicy, putPolicy, readDecision, rid, rotateAgentKey, rules, START } from '../helpers/policies.js';
 import { expectProblem } from '../helpers/problems.js';
 
 // SQLite only: a write transaction (such as a batch of protected decisions) commits without syncing the WAL on the event loop,
@@ -113,6 +113,13 @@ describe.skipIf(testDialect !== 'sqlite')('SQLite commits synced off the event l
     expect((await t.app.inject({ method: 'GET', url: '/readyz' })).statusCode).toBe(503);
     // The decision acknowledged before the failure still reads back.
     expect((await readDecision(t, json(first).decision.decisionId, bearer(p.agentKey))).statusCode).toBe(200);
+    // No other write is acknowledged either: no new policy (with keys that would lead nowhere
+    // after a crash), no replaced rules, no new agent key. The policy still reads back as it was.
+    expectProblem(await t.app.inject({ method: 'POST', url: '/api/spendpolicy/policies', payload: createBody() }), 500, 'internal_error');
+    expectProblem(await putPolicy(t, p.policyId, { policy: rules(), agentStatus: 'inactive' }, bearer(p.adminKey)), 500, 'internal_error');
+    expectProblem(await rotateAgentKey(t, p.policyId, p.adminKey), 500, 'internal_error');
+    expect(json(await getPolicy(t, p.policyId, bearer(p.adminKey)))).toMatchObject({ revision: 1, agentStatus: 'active' });
+    expect((await decideRaw(t, p, { requestId: rid('old-key'), amount: '1' })).statusCode).not.toBe(404);
   });
 });
 

@@ -71,7 +71,7 @@ function openSqlite(url: string, opts: DatabaseOptions): Database {
   // on its path, is followed), which need not be beside the path configured.
   const walPath = `${(sqlite.pragma('database_list') as Array<{ name: string; file: string }>).find((d) => d.name === 'main')!.file}-wal`;
   const wal = checkpointer && { sync: new WalSync(sqlite, walPath), restartPending: () => checkpointer.restartPending() };
-  const db = new Kysely<DB>({ dialect: new SqliteDialect({ database: withStatementCache(sqlite) }) });
+  const db = new Kysely<DB>({ dialect: new SqliteDialect({ database: withStatementCache(sqlite, () => wal?.sync.failed) }) });
   return {
     db,
     dialect: 'sqlite',
@@ -214,7 +214,7 @@ function startCheckpointer(
  * running the statement. Statements are kept by their SQL text (the same text is the same
  * statement; parameters are bound at each run), in a bounded map.
  */
-function withStatementCache(sqlite: SQLite.Database, limit = 500) {
+function withStatementCache(sqlite: SQLite.Database, syncFailed: () => Error | undefined, limit = 500) {
   const cache = new Map<string, SQLite.Statement>();
   return {
     close: () => sqlite.close(),
@@ -224,6 +224,13 @@ function withStatementCache(sqlite: SQLite.Database, limit = 500) {
         if (cache.size >= limit) cache.clear();
         stmt = sqlite.prepare(text);
         cache.set(text, stmt);
+      }
+      // After a failed WAL sync no write can be acknowledged (see WalSync), whichever path it
+      // takes: a policy created, replaced or given a new agent key outside writeTransaction could
+      // be lost in a crash as surely as a decision. Reads (and BEGIN, COMMIT, ROLLBACK) go on.
+      if (!stmt.readonly) {
+        const failed = syncFailed();
+        if (failed) throw failed;
       }
       return stmt;
     },
