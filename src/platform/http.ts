@@ -3,6 +3,7 @@ import Ajv, { type Options } from 'ajv';
 import addFormats from 'ajv-formats';
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { AppError, PROBLEM_CONTENT_TYPE, problemBody } from './errors.js';
+import { repeatsMemberName } from './json-members.js';
 
 export const BODY_LIMIT = 64 * 1024;
 export const genReqId = () => randomUUID();
@@ -30,7 +31,12 @@ export function installValidators(app: FastifyInstance): void {
   app.removeContentTypeParser('application/json');
   app.addContentTypeParser('application/json', { parseAs: 'string' }, (request, body, done) => {
     if (body === '') done(null, undefined);
-    else parseJson(request, body as string, done);
+    else
+      parseJson(request, body as string, (err, value) => {
+        if (err) done(err, undefined);
+        else if (repeatsMemberName(body as string, value)) done(new AppError('malformed_json', 'an object in the body names a member twice; send each member once'), undefined);
+        else done(null, value);
+      });
   });
 }
 

@@ -545,6 +545,14 @@ describe('POST /api/spendpolicy/evaluate', () => {
       }
     });
 
+    it('a body that names a member twice is 400 malformed_json, whichever value comes last', async () => {
+      const body = JSON.stringify(validBody());
+      for (const payload of [body.replace('"amount":', '"amount":"0.01","amount":'), body.replace('"policy":{', '"policy":{"maxRepeats":9,')]) {
+        const problem = expectProblem(await inject({ method: 'POST', url: URL, payload, headers: { 'content-type': 'application/json' } }), 400, 'malformed_json');
+        expect(problem.detail).toMatch(/twice/);
+      }
+    });
+
     it('a 404 on an unknown route does not read the body', async () => {
       const res = await inject({ method: 'POST', url: '/api/nope', payload: '{not json', headers: { 'content-type': 'application/json' } });
       expectProblem(res, 404, 'route_not_found');
