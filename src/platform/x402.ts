@@ -7,7 +7,7 @@ import {
   type RouteConfig,
 } from '@x402/core/server';
 import { decodePaymentSignatureHeader } from '@x402/core/http';
-import { FacilitatorResponseError, SettleError, type PaymentPayload, type PaymentRequirements } from '@x402/core/types';
+import { FacilitatorResponseError, SettleError, VerifyError, type PaymentPayload, type PaymentRequirements } from '@x402/core/types';
 import { ExactEvmScheme } from '@x402/evm/exact/server';
 import { bazaarResourceServerExtension, declareDiscoveryExtension } from '@x402/extensions/bazaar';
 import { createCdpAuthHeaders } from '@coinbase/x402';
@@ -60,14 +60,26 @@ export function paymentIdentity(header: string): { payload: PaymentPayload; auth
 }
 
 /**
- * The SDK's facilitator client, except that a settle without the facilitator's answer (connection
- * refused or dropped, a gateway's non-JSON 5xx) is thrown as a FacilitatorResponseError, as a
- * timeout is. x402HTTPResourceServer.processSettlement rethrows those, whereas it turns any other
- * error into `success: false`, which would read as "rejected, nothing charged" although the
- * facilitator may well have submitted the transfer. Only an answer that says `success: false`
- * (SettleError, or a 2xx body) is a rejection.
+ * The SDK's facilitator client, except that a verify or settle without the facilitator's answer
+ * (connection refused or dropped, a gateway's non-JSON 5xx) is thrown as a
+ * FacilitatorResponseError, as a timeout is. x402HTTPResourceServer rethrows those, whereas it
+ * turns any other error into a rejection: for settle `success: false`, which would read as
+ * "rejected, nothing charged" although the facilitator may well have submitted the transfer; for
+ * verify a 402 with a fresh challenge, which tells the caller to sign another payment although
+ * nobody has judged this one (the gate answers 502 instead). Only an answer that carries the
+ * facilitator's verdict (VerifyError or SettleError from a body with isValid or success, or a
+ * 2xx body) is one.
  */
-class SettleUncertaintyAwareFacilitator extends HTTPFacilitatorClient {
+class UnansweredAwareFacilitator extends HTTPFacilitatorClient {
+  override async verify(...args: Parameters<HTTPFacilitatorClient['verify']>): ReturnType<HTTPFacilitatorClient['verify']> {
+    try {
+      return await super.verify(...args);
+    } catch (err) {
+      if (err instanceof VerifyError || err instanceof FacilitatorResponseError) throw err;
+      throw new FacilitatorResponseError(`facilitator verify unanswered: ${err instanceof Error ? err.message : String(err)}`);
+    }
+  }
+
   override async settle(...args: Parameters<HTTPFacilitatorClient['settle']>): ReturnType<HTTPFacilitatorClient['settle']> {
     try {
       return await super.settle(...args);
@@ -92,7 +104,7 @@ export class PaymentGateway {
     private readonly config: Config,
     routes: PaidRouteSpec[],
   ) {
-    const facilitator = new SettleUncertaintyAwareFacilitator({
+    const facilitator = new UnansweredAwareFacilitator({
       url: config.facilitatorUrl,
       timeoutMs: config.facilitatorTimeoutMs,
       // Coinbase's hosted facilitator wants a short-lived JWT signed with the CDP API key on every
