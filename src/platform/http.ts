@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import Ajv, { type Options } from 'ajv';
 import addFormats from 'ajv-formats';
-import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest, onSendHookHandler } from 'fastify';
 import { AppError, PROBLEM_CONTENT_TYPE, problemBody } from './errors.js';
 import { repeatsMemberName } from './json-members.js';
 
@@ -86,6 +86,17 @@ export function toAppError(err: unknown): AppError {
   }
   return new AppError('internal_error', 'an unexpected error occurred; quote the requestId when reporting it');
 }
+
+/**
+ * A route-level onSend hook for answers no cache may keep (paid reports with their receipts and
+ * PAYMENT-RESPONSE, one-time recovery keys). It runs for every answer of the route, problem
+ * answers of the error handler included, and has the last word over any Cache-Control set before
+ * (the SDK's `private` on a settlement, say).
+ */
+export const noStore: onSendHookHandler = (_request, reply, payload, done) => {
+  reply.header('cache-control', 'no-store');
+  done(null, payload);
+};
 
 export function sendProblem(reply: FastifyReply, request: FastifyRequest, err: AppError): FastifyReply {
   for (const [k, v] of Object.entries(err.headers)) reply.header(k, v);

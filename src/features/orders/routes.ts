@@ -2,7 +2,7 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';
 import { digestOf } from '../../platform/canonical.js';
 import { AppError } from '../../platform/errors.js';
-import { compileBodyValidator } from '../../platform/http.js';
+import { compileBodyValidator, noStore } from '../../platform/http.js';
 import { PAID_REPORTS, type PaidReportName } from '../../platform/prices.js';
 import { DateTime, problems, StringEnum, Text } from '../../platform/schemas.js';
 import type { PaidReportDef, PaidReports } from '../reports/pipeline.js';
@@ -42,6 +42,9 @@ export const orderRoutes: FastifyPluginAsyncTypebox<AppDeps & { reports: PaidRep
     const path = PAID_REPORTS[def.name as PaidReportName].path;
     validators.set(path, compileBodyValidator(def.body ?? Type.Object({}, { additionalProperties: false }), 'body/input'));
   }
+
+  // Order answers carry one-time keys and paid reports: no cache may keep them.
+  app.addHook('onSend', noStore);
 
   app.post(
     '/api/orders',

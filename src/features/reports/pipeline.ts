@@ -5,6 +5,7 @@ import type { AppDeps } from '../../app.js';
 import { digestOf } from '../../platform/canonical.js';
 import { writeTransaction } from '../../platform/db/tx.js';
 import { AppError } from '../../platform/errors.js';
+import { noStore } from '../../platform/http.js';
 import { newId } from '../../platform/ids.js';
 import { NETWORK, PAID_REPORTS, priceMicro, type PaidReportName } from '../../platform/prices.js';
 import type { ReceiptSigner } from '../../platform/receipts.js';
@@ -60,6 +61,9 @@ export class PaidReports {
       url: report.path,
       // A HEAD request cannot carry a paid report; answering it as GET would mean a 402 for nothing.
       exposeHeadRoute: false,
+      // A paid answer is for this caller only: a report with its payer's receipt, a one-time
+      // recovery key, or a challenge (the quick check is a GET; PAYMENT-SIGNATURE is not in Vary).
+      onSend: noStore,
       schema: {
         tags: ['paid reports'],
         summary: `${def.summary} (x402: ${report.price} USDC)`,
