@@ -6,7 +6,7 @@ import {
   x402ResourceServer,
   type RouteConfig,
 } from '@x402/core/server';
-import { decodePaymentSignatureHeader } from '@x402/core/http';
+import { decodePaymentRequiredHeader, decodePaymentSignatureHeader } from '@x402/core/http';
 import { FacilitatorResponseError, SettleError, VerifyError, type PaymentPayload, type PaymentRequirements } from '@x402/core/types';
 import { ExactEvmScheme } from '@x402/evm/exact/server';
 import { bazaarResourceServerExtension, declareDiscoveryExtension } from '@x402/extensions/bazaar';
@@ -31,7 +31,8 @@ export type SettleOutcome =
   | { kind: 'failed'; reason: string; transaction?: string | undefined };
 
 export type GateResult =
-  | { kind: 'respond'; status: number; headers: Record<string, string>; body: unknown }
+  /** The SDK's answer instead of the report: its status, its headers (PAYMENT-REQUIRED), the reason. */
+  | { kind: 'respond'; status: number; headers: Record<string, string>; reason: string }
   | { kind: 'verified'; payload: PaymentPayload; requirements: PaymentRequirements; extensions?: Record<string, unknown> | undefined };
 
 const NOT_A_PAYLOAD = 'PAYMENT-SIGNATURE is not a valid x402 v2 payment payload';
@@ -57,6 +58,44 @@ export function paymentIdentity(header: string): { payload: PaymentPayload; auth
     throw new AppError('invalid_request', 'PAYMENT-SIGNATURE must be an x402 v2 exact EIP-3009 authorization');
   }
   return { payload, authId: `${auth.from.toLowerCase()}:${auth.nonce.toLowerCase()}`, payer: auth.from, digest };
+}
+
+/** Why the SDK answered with a challenge: the `error` of its PAYMENT-REQUIRED header. */
+function challengeReason(headers: Record<string, string>): string {
+  const header = Object.entries(headers).find(([k]) => k.toLowerCase() === 'payment-required')?.[1];
+  let error: unknown;
+  try {
+    error = header ? decodePaymentRequiredHeader(header).error : undefined;
+  } catch {
+    error = undefined;
+  }
+  return typeof error === 'string' && error.trim() ? error : 'Payment required';
+}
+
+/**
+ * The problem answered instead of a report when the SDK gives a challenge: `payment_required`
+ * when no payment was sent, `payment_invalid` when the one sent was not accepted, and
+ * `precondition_failed` for the SDK's 412 (an allowance the payer must grant first). The reason
+ * is the one PAYMENT-REQUIRED already carries to the caller, kept short and free of addresses.
+ * The SDK's headers (PAYMENT-REQUIRED first of all) go out unchanged.
+ */
+export function challengeProblem(gate: { status: number; headers: Record<string, string>; reason: string }, paid: boolean, price: string): AppError {
+  const headers = gate.headers;
+  const reason = gate.reason
+    .replace(/[\u0000-\u001f\u007f]+/g, ' ')
+    .replace(/\b[a-z][a-z0-9+.-]*:\/\/\S+/gi, '<url>')
+    .slice(0, 200);
+  if (gate.status === 412) {
+    return new AppError('precondition_failed', `the payment needs a precondition first (${reason}); see PAYMENT-REQUIRED; nothing was charged`, { headers });
+  }
+  if (!paid) {
+    return new AppError(
+      'payment_required',
+      `this report costs ${price} USDC: an x402 v2 client reads the PAYMENT-REQUIRED header, authorizes that amount and sends the same request again with PAYMENT-SIGNATURE; nothing was charged`,
+      { headers },
+    );
+  }
+  return new AppError('payment_invalid', `the payment was not accepted (${reason}); sign a new one for the challenge in PAYMENT-REQUIRED; nothing was charged`, { headers });
 }
 
 /**
@@ -190,7 +229,10 @@ export class PaymentGateway {
       return { kind: 'verified', payload: result.paymentPayload, requirements: result.paymentRequirements, extensions: result.declaredExtensions };
     }
     if (result.type === 'payment-error') {
-      const answer: GateResult = { kind: 'respond', status: result.response.status, headers: result.response.headers, body: result.response.body };
+      // The SDK's body is `{}`; the caller gets a problem body instead (built per request, for its
+      // requestId), so only the status, the headers and the reason are kept.
+      const headers = Object.fromEntries(Object.entries(result.response.headers).filter(([k]) => k.toLowerCase() !== 'content-type'));
+      const answer: GateResult = { kind: 'respond', status: result.response.status, headers, reason: challengeReason(headers) };
       if (!paymentHeader && result.response.status === 402 && this.challenges.size < 64) this.challenges.set(`${request.method} ${path}`, answer);
       return answer;
     }

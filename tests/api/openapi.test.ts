@@ -119,6 +119,18 @@ describe('GET /openapi.json', () => {
     for (const status of ['200', '400', '429']) expect(op.responses[status], status).toBeDefined();
   });
 
+  it('documents the 402 of every paid report as a problem body with the PAYMENT-REQUIRED header', () => {
+    for (const [path, method] of [['/api/quick-check', 'get'], ['/api/token-risk', 'post'], ['/api/transaction-preflight', 'post'], ['/api/verify-payment', 'post']] as const) {
+      const res = doc.paths[path][method].responses['402'];
+      expect(res, path).toBeDefined();
+      expect(res.headers?.['PAYMENT-REQUIRED']?.schema?.type, path).toBe('string');
+      const schema = Object.values(res.content as Record<string, { schema: any }>)[0]!.schema;
+      expect(schema.required, path).toEqual(expect.arrayContaining(['type', 'title', 'status', 'code', 'requestId']));
+      expect(res.description, path).toMatch(/payment_required/);
+      expect(res.description, path).toMatch(/payment_invalid/);
+    }
+  });
+
   it('documents the pilot-lead request and its 201, 400 and 429', () => {
     const op = doc.paths['/api/pilot-leads'].post;
     const schema = op.requestBody.content['application/json'].schema;

@@ -10,7 +10,7 @@ import { newId } from '../../platform/ids.js';
 import { NETWORK, PAID_REPORTS, priceMicro, type PaidReportName } from '../../platform/prices.js';
 import type { ReceiptSigner } from '../../platform/receipts.js';
 import { problems } from '../../platform/schemas.js';
-import { paymentIdentity, type PaymentGateway } from '../../platform/x402.js';
+import { challengeProblem, paymentIdentity, type GateResult, type PaymentGateway } from '../../platform/x402.js';
 import { OrderStore, type OrderRow } from '../orders/store.js';
 import { PendingReport, ReportReceipt } from './report-schemas.js';
 import { SettlementService, type Delivery } from './settlement.js';
@@ -81,8 +81,9 @@ export class PaidReports {
         response: {
           200: { ...def.response, properties: { ...(def.response as { properties: object }).properties, receipt: ReceiptSchemaRef } },
           202: PendingReport,
-          402: { description: 'Payment required: the PAYMENT-REQUIRED header holds the x402 challenge; nothing charged', type: 'object', additionalProperties: true },
-          ...problems(400, 404, 409, 410, 413, 415, 502, 503),
+          ...problems(400, 404, 409, 410, 412, 413, 415, 502, 503),
+          402: ChallengeProblem,
+          412: { ...problems(412)[412], description: 'Precondition failed: the payment needs an allowance granted first (PAYMENT-REQUIRED says which); nothing charged', headers: PaymentRequiredHeader },
         },
       },
       handler: (request, reply) => this.handle(def, request, reply),
@@ -105,7 +106,7 @@ export class PaidReports {
     const signature = header(request, 'payment-signature');
     if (!signature) {
       await this.storageReachable();
-      return this.sendGate(reply, await this.deps.gateway.gate(request));
+      return this.sendGate(def, await this.deps.gateway.gate(request), false);
     }
     const payment = paymentIdentity(signature);
     const existing = await this.guardStorage(() => this.store.byAuth(payment.authId));
@@ -115,7 +116,7 @@ export class PaidReports {
     }
 
     const gate = await this.deps.gateway.gate(request, signature);
-    if (gate.kind === 'respond') return this.sendGate(reply, gate);
+    if (gate.kind === 'respond') return this.sendGate(def, gate, true);
     const fromBlock = await this.deps.chain.getBlockNumber({ cacheTime: 0 }).catch(() => {
       throw new AppError('upstream_unavailable', 'the chain could not be read; nothing was charged');
     });
@@ -221,10 +222,10 @@ export class PaidReports {
     return row;
   }
 
-  private sendGate(reply: FastifyReply, gate: { kind: string; status?: number; headers?: Record<string, string>; body?: unknown }): FastifyReply {
+  /** The SDK's challenge as a problem answer (DESIGN.md: every non-2xx), its headers kept. */
+  private sendGate(def: PaidReportDef, gate: GateResult, paid: boolean): never {
     if (gate.kind !== 'respond') throw new AppError('internal_error');
-    for (const [k, v] of Object.entries(gate.headers ?? {})) reply.header(k, v);
-    return reply.status(gate.status ?? 402).send(gate.body ?? {});
+    throw challengeProblem(gate, paid, PAID_REPORTS[def.name].price);
   }
 
   private deliver(reply: FastifyReply, d: Delivery): FastifyReply {
@@ -239,6 +240,17 @@ export class PaidReports {
 }
 
 const ReceiptSchemaRef = ReportReceipt;
+
+const PaymentRequiredHeader = {
+  'PAYMENT-REQUIRED': { type: 'string', description: 'The x402 v2 challenge (base64 JSON: x402Version 2, accepts, resource, error) that an x402 client pays from' },
+};
+/** The 402 is a problem body like every non-2xx; x402 clients read the challenge from the header. */
+const ChallengeProblem = {
+  ...problems(402)[402],
+  description:
+    'Payment required (code payment_required: no PAYMENT-SIGNATURE was sent) or payment not accepted (code payment_invalid: the reason is in detail). The PAYMENT-REQUIRED header holds the x402 challenge; nothing is charged.',
+  headers: PaymentRequiredHeader,
+};
 
 function header(request: FastifyRequest, name: string): string | undefined {
   const v = request.headers[name];
