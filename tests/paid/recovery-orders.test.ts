@@ -74,6 +74,20 @@ describe('creating recovery orders', () => {
     else expectProblem(res, 400, 'invalid_request');
   });
 
+  it('400 for an input that passes the schema but not the report\'s own check (preflight valueWei above 2^256 - 1)', async () => {
+    const input = (valueWei: string) => ({ chain: 'base', to: ADDRESS, valueWei });
+    // The paid route refuses it before asking for payment, naming the field in its body...
+    const paid = expectInvalid(await asInjected(await postJson('/api/transaction-preflight', input((2n ** 256n).toString()))), 'body/valueWei');
+    expect(paid.detail).toMatch(/2\^256 - 1/);
+    // ...and so does an order for it, naming the field in the order's input.
+    const order = expectInvalid(await asInjected(await postJson('/api/orders', { path: '/api/transaction-preflight', input: input('9'.repeat(78)) })), 'body/input/valueWei');
+    expect(order.detail).toMatch(/2\^256 - 1/);
+    const count = await s.t.database.db.selectFrom('orders').select('id').where('path', '=', '/api/transaction-preflight').execute();
+    // The largest value the report accepts makes an order.
+    expect((await postJson('/api/orders', { path: '/api/transaction-preflight', input: input((2n ** 256n - 1n).toString()) })).status).toBe(201);
+    expect(await s.t.database.db.selectFrom('orders').select('id').where('path', '=', '/api/transaction-preflight').execute()).toHaveLength(count.length + 1);
+  });
+
   it('400 for an unknown path, a missing input or another property', async () => {
     expectInvalid(await asInjected(await postJson('/api/orders', { path: '/api/token-preview', input: {} })));
     expectInvalid(await asInjected(await postJson('/api/orders', { path: '/api/quick-check/', input: {} })));

@@ -2,10 +2,10 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';
 import { digestOf } from '../../platform/canonical.js';
 import { AppError } from '../../platform/errors.js';
-import { compileBodyValidator, noStore } from '../../platform/http.js';
+import { noStore } from '../../platform/http.js';
 import { PAID_REPORTS, type PaidReportName } from '../../platform/prices.js';
 import { DateTime, problems, StringEnum, Text } from '../../platform/schemas.js';
-import type { PaidReportDef, PaidReports } from '../reports/pipeline.js';
+import { reportInputValidator, type PaidReportDef, type PaidReports } from '../reports/pipeline.js';
 import { PendingReport, ReportReceipt } from '../reports/report-schemas.js';
 import { TX_HASH_PATTERN } from '../reports/schemas.js';
 import type { AppDeps } from '../../app.js';
@@ -36,12 +36,10 @@ const Restored = Type.Object({ report: Type.Object({}, { additionalProperties: t
 const Unpaid = Type.Object({ status: StringEnum(['unpaid', 'pending'] as const), orderId: Type.String(), retryAfter: Type.Integer(), reason: Type.String() });
 
 export const orderRoutes: FastifyPluginAsyncTypebox<AppDeps & { reports: PaidReports; defs: PaidReportDef[] }> = async (app, deps) => {
-  // An order's input must be a valid request for its report, checked exactly as the report checks it.
+  // An order's input must be a valid request for its report, checked exactly as the report checks
+  // it (schema and the report's own check): an order the report would refuse could never be used.
   const validators = new Map<string, (v: unknown) => void>();
-  for (const def of deps.defs) {
-    const path = PAID_REPORTS[def.name as PaidReportName].path;
-    validators.set(path, compileBodyValidator(def.body ?? Type.Object({}, { additionalProperties: false }), 'body/input'));
-  }
+  for (const def of deps.defs) validators.set(PAID_REPORTS[def.name as PaidReportName].path, reportInputValidator(def, 'body/input'));
 
   // Order answers carry one-time keys and paid reports: no cache may keep them.
   app.addHook('onSend', noStore);

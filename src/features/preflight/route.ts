@@ -29,9 +29,10 @@ export function transactionPreflightReportDef(chain: ChainClient, opts: Prefligh
       from: '0x1111111111111111111111111111111111111111',
       data: '0xa9059cbb00000000000000000000000022222222222222222222222222222222222222220000000000000000000000000000000000000000000000000000000000989680',
     },
-    check: (input: PreflightInput) => {
+    check: (input: PreflightInput, part = 'body') => {
       if (input.valueWei !== undefined && BigInt(input.valueWei) > MAX_UINT256) {
-        throw new AppError('invalid_request', 'body/valueWei: must be at most 2^256 - 1', { errors: [{ path: 'body/valueWei', message: 'must be at most 2^256 - 1' }] });
+        const path = `${part}/valueWei`;
+        throw new AppError('invalid_request', `${path}: must be at most 2^256 - 1`, { errors: [{ path, message: 'must be at most 2^256 - 1' }] });
       }
     },
     produce: (input: PreflightInput, now) => transactionPreflight(chain, input, now, opts),

@@ -1,11 +1,11 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import type { TSchema } from 'typebox';
+import { Type, type TSchema } from 'typebox';
 import type { ChainClient } from '../../platform/chain.js';
 import type { AppDeps } from '../../app.js';
 import { digestOf } from '../../platform/canonical.js';
 import { writeTransaction } from '../../platform/db/tx.js';
 import { AppError } from '../../platform/errors.js';
-import { noStore } from '../../platform/http.js';
+import { compileBodyValidator, noStore } from '../../platform/http.js';
 import { newId } from '../../platform/ids.js';
 import { NETWORK, PAID_REPORTS, priceMicro, type PaidReportName } from '../../platform/prices.js';
 import type { ReceiptSigner } from '../../platform/receipts.js';
@@ -24,11 +24,26 @@ export interface PaidReportDef {
   description: string;
   example?: Record<string, unknown>;
   /**
-   * Checks the schema cannot express (a number's range, say); throws a 400 AppError. Runs
-   * before anything about payment, like the schema itself.
+   * Checks the schema cannot express (a number's range, say); throws a 400 AppError whose paths
+   * start with `part`, where the input sits in the request ('body' on the report's own route,
+   * 'body/input' in a recovery order). Runs before anything about payment, like the schema
+   * itself; reportInputValidator runs both wherever a report's input is accepted.
    */
-  check?(input: any): void;
+  check?(input: any, part?: string): void;
   produce(input: any, now: Date): Promise<Record<string, unknown>>;
+}
+
+/**
+ * The one validation of a report's input outside its own route (a recovery order's input): the
+ * report's body schema, compiled as Fastify compiles request bodies, then the report's check.
+ * An input it accepts is one the paid route accepts, and the reverse; errors name `part`.
+ */
+export function reportInputValidator(def: PaidReportDef, part: string): (input: unknown) => void {
+  const schema = compileBodyValidator(def.body ?? Type.Object({}, { additionalProperties: false }), part);
+  return (input) => {
+    schema(input);
+    def.check?.(input, part);
+  };
 }
 
 export interface PaymentDeps extends AppDeps {
@@ -94,7 +109,9 @@ export class PaidReports {
     const now = this.deps.clock.now();
     const path = PAID_REPORTS[def.name].path;
     const input = def.body ? request.body : {};
-    def.check?.(input);
+    // Fastify has validated the body against def.body already (the same schema and compiler
+    // reportInputValidator uses); what is left is the report's own check.
+    def.check?.(input, 'body');
     const inputDigest = digestOf({ path, input });
     const order = await this.boundOrder(request, path, inputDigest, now);
     if (order?.report_id) {
