@@ -158,7 +158,10 @@ export class PaidReports {
       failure: null,
       from_block: fromBlock,
       order_id: order?.id ?? null,
-      created_at: now.toISOString(),
+      // When the report is stored, not when the request began: the settle starts now, and a
+      // replay leaves a row alone for facilitatorTimeoutMs + 30 s from this moment (resume),
+      // however long verify and produce took before it.
+      created_at: this.deps.clock.now().toISOString(),
       settled_at: null,
     };
     const stored = await this.storeWithOrder(row, order, path, input, inputDigest, now);

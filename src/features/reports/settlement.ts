@@ -62,7 +62,8 @@ export class SettlementService {
     // A request that stored its report moments ago may still be settling it: leave it be. Only
     // that request records the settlement's state meanwhile; were a concurrent replay to mark the
     // row "pending", the next replay would settle the same authorization a second time, racing
-    // the first settle (which may then revert and be reported as failed).
+    // the first settle (which may then revert and be reported as failed). created_at is when the
+    // row was stored, right before that settle started (not when its request began).
     const age = this.deps.clock.now().getTime() - new Date(row.created_at).getTime();
     const settling = row.status === 'stored' && age < this.deps.config.facilitatorTimeoutMs + 30_000;
 
