@@ -6,7 +6,7 @@ import { USDC_ADDRESS, fiatTokenAbi, freePort, type Devnet } from '../../src/dev
 import { verifyChain } from '../../src/features/evidence/verify.js';
 import { preflightInputDigest } from '../../src/features/preflight/preflight.js';
 import { createTestApp, json, type TestApp } from '../helpers/app.js';
-import { expectProblem } from '../helpers/problems.js';
+import { expectInvalid, expectProblem } from '../helpers/problems.js';
 import type { Created } from '../helpers/policies.js';
 import { EVIDENCE_ID_RE, attachPreflight, createChain, readChain, readSummary, serviceJwks, startEvidenceDevnet } from './evidence-helpers.js';
 
@@ -94,6 +94,20 @@ describe('preflight attachment', () => {
     expect(responses.filter((r) => r.statusCode === 200)).toHaveLength(1);
     for (const r of responses.filter((x) => x.statusCode !== 200)) expectProblem(r, 409, 'preflight_conflict');
     expect(await preflightEvents(c.evidenceChainId)).toHaveLength(1);
+  });
+
+  it('valueWei above 2^256 - 1 is the paid preflight\'s 400, before anything is recorded; the slot stays free', async () => {
+    const c = await newChain();
+    const huge = { chain: 'base', to: addr(2), valueWei: (2n ** 256n).toString() };
+    const paid = expectInvalid(await t.app.inject({ method: 'POST', url: '/api/transaction-preflight', payload: huge }), 'body/valueWei');
+    const attached = expectInvalid(await attachPreflight(t, c.evidenceChainId, p.agentKey, huge), 'body/valueWei');
+    expect(attached.errors).toEqual(paid.errors);
+    expect(attached.detail).toBe(paid.detail);
+    expectInvalid(await attachPreflight(t, c.evidenceChainId, p.agentKey, { ...huge, valueWei: '9'.repeat(78) }), 'body/valueWei');
+    expect(await preflightEvents(c.evidenceChainId)).toHaveLength(0);
+    // The corrected input is still accepted: nothing took the chain's one preflight.
+    const fixed = await attachPreflight(t, c.evidenceChainId, p.agentKey, usdcTransfer(2, 1_500_000n));
+    expect(fixed.statusCode, fixed.body).toBe(200);
   });
 
   it('503 without recording anything when Base cannot be read; the URL never leaks', async () => {

@@ -5,7 +5,7 @@ import type { ReceiptSigner } from '../../platform/receipts.js';
 import { problems } from '../../platform/schemas.js';
 import { normalisePreflightInput, preflightInputDigest, transactionPreflight } from '../preflight/preflight.js';
 import { gatherEvidence } from '../reports/payment-proof.js';
-import { PreflightRequest } from '../reports/schemas.js';
+import { PreflightRequest, checkPreflightRequest } from '../reports/schemas.js';
 import type { DecisionService } from '../spend-policy/decisions.js';
 import { checkKey } from '../spend-policy/policies.js';
 import { DirectChecks, type PreflightPort } from './checks.js';
@@ -107,8 +107,11 @@ export const evidenceRoutes: FastifyPluginAsyncTypebox<EvidenceRouteDeps> = asyn
         response: { 200: PreflightResponse, ...problems(...ALL, 409) },
       },
     },
-    async (request) =>
-      checks.preflight(request.params.evidenceChainId, request.body, agentKey(request.headers.authorization), deps.clock.now()),
+    async (request) => {
+      // Checked as the paid preflight checks it, before anything is read or recorded.
+      checkPreflightRequest(request.body);
+      return checks.preflight(request.params.evidenceChainId, request.body, agentKey(request.headers.authorization), deps.clock.now());
+    },
   );
 
   app.post(

@@ -1,11 +1,8 @@
 import type { ChainClient } from '../../platform/chain.js';
-import { AppError } from '../../platform/errors.js';
 import type { PaidReportDef } from '../reports/pipeline.js';
-import { PreflightRequest } from '../reports/schemas.js';
+import { PreflightRequest, checkPreflightRequest } from '../reports/schemas.js';
 import { transactionPreflight, type PreflightInput, type PreflightOptions } from './preflight.js';
 import { PreflightReport } from './schemas.js';
-
-const MAX_UINT256 = 2n ** 256n - 1n;
 
 export const PREFLIGHT_DESCRIPTION = [
   'Simulates the unsigned transaction on the latest Base state (eth_simulateV1 with traced native transfers; eth_call with debug_traceCall on nodes without it) and reports what it would do: destination kind (EOA, contract, EIP-7702 delegated EOA, precompile), decoded calldata (ERC-20, ERC-2612 permit, Permit2, setApprovalForAll, multicall and Multicall3 batches), asset changes, decoded logs and findings.',
@@ -29,12 +26,7 @@ export function transactionPreflightReportDef(chain: ChainClient, opts: Prefligh
       from: '0x1111111111111111111111111111111111111111',
       data: '0xa9059cbb00000000000000000000000022222222222222222222222222222222222222220000000000000000000000000000000000000000000000000000000000989680',
     },
-    check: (input: PreflightInput, part = 'body') => {
-      if (input.valueWei !== undefined && BigInt(input.valueWei) > MAX_UINT256) {
-        const path = `${part}/valueWei`;
-        throw new AppError('invalid_request', `${path}: must be at most 2^256 - 1`, { errors: [{ path, message: 'must be at most 2^256 - 1' }] });
-      }
-    },
+    check: (input: PreflightInput, part = 'body') => checkPreflightRequest(input, part),
     produce: (input: PreflightInput, now) => transactionPreflight(chain, input, now, opts),
   };
 }

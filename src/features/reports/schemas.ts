@@ -1,4 +1,5 @@
 import { Type } from 'typebox';
+import { AppError } from '../../platform/errors.js';
 import { Address, Chain } from '../../platform/schemas.js';
 
 export const HEX_DATA_PATTERN = '^0x([0-9a-fA-F]{2})*$';
@@ -15,6 +16,20 @@ export const PreflightRequest = Type.Object(
   },
   { additionalProperties: false },
 );
+
+export const MAX_UINT256 = 2n ** 256n - 1n;
+
+/**
+ * What PreflightRequest's schema cannot say: valueWei fits a uint256. Every place that accepts a
+ * preflight input (the paid report, the evidence-chain attachment) runs this after the schema,
+ * so the same body gets the same 400 everywhere. `at` is where the input sits in the request.
+ */
+export function checkPreflightRequest(input: { valueWei?: string | undefined }, at = 'body'): void {
+  if (input.valueWei !== undefined && BigInt(input.valueWei) > MAX_UINT256) {
+    const path = `${at}/valueWei`;
+    throw new AppError('invalid_request', `${path}: must be at most 2^256 - 1`, { errors: [{ path, message: 'must be at most 2^256 - 1' }] });
+  }
+}
 
 /** Body of the paid payment proof. */
 export const PaymentProofRequest = Type.Object(
