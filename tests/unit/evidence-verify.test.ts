@@ -1,5 +1,9 @@
 import { generateKeyPairSync } from 'node:crypto';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { run } from '../../src/cli.js';
 import { intentDigestOf, linkEvent, normaliseIntent, type ChainEvent, type Intent } from '../../src/features/evidence/hashing.js';
 import { receiptProblem, verifyChain } from '../../src/features/evidence/verify.js';
 import { ReceiptSigner } from '../../src/platform/receipts.js';
@@ -68,5 +72,45 @@ describe('verifyChain', () => {
     expect(receiptProblem({ ...receipt, alg: 'RS256' }, subject, 's', jwks)).toMatch(/alg/);
     expect(receiptProblem({ ...receipt, signature: receipt.signature.replace(/^./, (c) => (c === 'A' ? 'B' : 'A')) }, subject, 's', jwks)).toMatch(/signature/);
     expect(receiptProblem(undefined, subject, 's', jwks)).toBe('receipt missing');
+  });
+
+  it('reports a malformed event as a problem, never throws (R3 F12)', () => {
+    const doc = clone(build());
+    const [first, second] = doc.events;
+    // A preflight event without body.input, linked in properly.
+    const body = { inputDigest: 'sha256:00' };
+    const preflight = linkEvent(CHAIN, doc.intentDigest, first, { evidenceId: 'ev_p', eventType: 'TRANSACTION_PREFLIGHT_COMPLETED', body, createdAt: NOW.toISOString() });
+    doc.events = [first!, preflight, second!];
+    const v = verifyChain(doc, jwks);
+    expect(v.ok).toBe(false);
+    expect(v.problems).toEqual(expect.arrayContaining([expect.stringMatching(/^event 2: malformed \(a preflight event needs body.input/)]));
+
+    for (const bad of [null, 7, 'x', [], { ...second, body: null }, { ...second, sequence: '2' }, { ...second, hash: 5 }]) {
+      const d = clone(build());
+      d.events[1] = bad as never;
+      const r = verifyChain(d, jwks);
+      expect(r.ok).toBe(false);
+      expect(r.problems.join()).toMatch(/event 2: malformed/);
+    }
+  });
+
+  it('the CLI prints a JSON report with ok false for a malformed event and exits 1', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'paywarden-verify-'));
+    try {
+      const doc = clone(build());
+      doc.events[1]!.eventType = 'TRANSACTION_PREFLIGHT_COMPLETED';
+      writeFileSync(join(dir, 'chain.json'), JSON.stringify(doc));
+      writeFileSync(join(dir, 'jwks.json'), JSON.stringify(jwks));
+      const lines: string[] = [];
+      const errors: string[] = [];
+      const code = await run(['evidence', 'verify', join(dir, 'chain.json'), '--jwks', join(dir, 'jwks.json')], { log: (s) => lines.push(s), error: (s) => errors.push(s) }, {});
+      expect(code).toBe(1);
+      const report = JSON.parse(lines.join('\n'));
+      expect(report.ok).toBe(false);
+      expect(report.problems.join()).toMatch(/event 2: malformed/);
+      expect(errors.join()).toMatch(/does NOT verify/);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });

@@ -67,6 +67,20 @@ function decisionProblems(decision: Record<string, unknown>, intent: Intent): st
   return out;
 }
 
+/** What makes an event unreadable as one (null when its shape is right). */
+function eventShapeProblem(raw: unknown): string | null {
+  if (!isObject(raw)) return 'not an object';
+  if (!isObject(raw.body)) return 'body is not an object';
+  for (const field of ['evidenceId', 'eventType', 'createdAt', 'prevHash', 'hash'] as const) {
+    if (typeof raw[field] !== 'string') return `${field} is not a string`;
+  }
+  if (!Number.isSafeInteger(raw.sequence)) return 'sequence is not an integer';
+  if (raw.eventType === 'TRANSACTION_PREFLIGHT_COMPLETED' && (!isObject(raw.body.input) || typeof raw.body.inputDigest !== 'string')) {
+    return 'a preflight event needs body.input (an object) and body.inputDigest';
+  }
+  return null;
+}
+
 export function verifyChain(doc: unknown, jwks: JwksDocument): ChainVerification {
   const problems: string[] = [];
   const report = (extra: Partial<ChainVerification> = {}): ChainVerification => ({
@@ -98,32 +112,38 @@ export function verifyChain(doc: unknown, jwks: JwksDocument): ChainVerification
   let last: ChainEvent | undefined;
   doc.events.forEach((raw, i) => {
     const at = `event ${i + 1}`;
-    if (!isObject(raw) || !isObject(raw.body)) {
-      problems.push(`${at}: malformed`);
+    const malformed = eventShapeProblem(raw);
+    if (malformed) {
+      problems.push(`${at}: malformed (${malformed})`);
       return;
     }
-    const e = raw as unknown as ChainEvent;
-    const link = nextLink(doc.intentDigest as string, last);
-    if (e.sequence !== link.sequence) problems.push(`${at}: sequence ${String(e.sequence)}, expected ${link.sequence}`);
-    if (e.prevHash !== link.prevHash) problems.push(`${at}: prevHash does not link to ${i === 0 ? 'the intent digest' : 'the previous event'}`);
-    if (e.hash !== eventHash(chainId, e)) problems.push(`${at} (${String(e.eventType)}): hash does not match its content`);
-    if (i === 0 && e.eventType !== 'PRECHECK_COMPLETED') problems.push(`${at}: a chain starts with PRECHECK_COMPLETED`);
+    // Whatever else is odd about the event is a problem of the report, never a crash.
+    try {
+      const e = raw as unknown as ChainEvent;
+      const link = nextLink(doc.intentDigest as string, last);
+      if (e.sequence !== link.sequence) problems.push(`${at}: sequence ${String(e.sequence)}, expected ${link.sequence}`);
+      if (e.prevHash !== link.prevHash) problems.push(`${at}: prevHash does not link to ${i === 0 ? 'the intent digest' : 'the previous event'}`);
+      if (e.hash !== eventHash(chainId, e)) problems.push(`${at} (${String(e.eventType)}): hash does not match its content`);
+      if (i === 0 && e.eventType !== 'PRECHECK_COMPLETED') problems.push(`${at}: a chain starts with PRECHECK_COMPLETED`);
 
-    let problem: string | null;
-    if (e.eventType === 'PRECHECK_COMPLETED') {
-      const decision = isObject(e.body.decision) ? e.body.decision : {};
-      problems.push(...decisionProblems(decision, intent).map((p) => `${at}: ${p}`));
-      problem = receiptProblem(e.body.receipt, decision, String(decision.decisionId), jwks);
-    } else {
-      if (e.eventType === 'TRANSACTION_PREFLIGHT_COMPLETED' && e.body.inputDigest !== digestOf(e.body.input)) {
-        problems.push(`${at}: inputDigest is not the digest of the recorded input`);
+      let problem: string | null;
+      if (e.eventType === 'PRECHECK_COMPLETED') {
+        const decision = isObject(e.body.decision) ? e.body.decision : {};
+        problems.push(...decisionProblems(decision, intent).map((p) => `${at}: ${p}`));
+        problem = receiptProblem(e.body.receipt, decision, String(decision.decisionId), jwks);
+      } else {
+        if (e.eventType === 'TRANSACTION_PREFLIGHT_COMPLETED' && e.body.inputDigest !== digestOf(e.body.input)) {
+          problems.push(`${at}: inputDigest is not the digest of the recorded input`);
+        }
+        const { receipt, ...body } = e.body;
+        problem = receiptProblem(receipt, { evidenceChainId: chainId, eventType: e.eventType, body }, chainId, jwks);
       }
-      const { receipt, ...body } = e.body;
-      problem = receiptProblem(receipt, { evidenceChainId: chainId, eventType: e.eventType, body }, chainId, jwks);
+      if (problem) problems.push(`${at} (${String(e.eventType)}): ${problem}`);
+      else receipts++;
+      last = e;
+    } catch (err) {
+      problems.push(`${at}: malformed (${err instanceof Error ? err.message : String(err)})`);
     }
-    if (problem) problems.push(`${at} (${String(e.eventType)}): ${problem}`);
-    else receipts++;
-    last = e;
   });
   if (doc.events.length === 0) problems.push('the chain has no events');
   return report({ evidenceChainId: chainId, intentDigest: doc.intentDigest, events: doc.events.length, receiptsVerified: receipts });
