@@ -113,4 +113,24 @@ describe('verifyChain', () => {
       rmSync(dir, { recursive: true, force: true });
     }
   });
+
+  it('fails when the document\'s intent is not exactly the intent that was hashed (R3 F2)', () => {
+    const edits: Array<[string, (i: Record<string, unknown>) => void, RegExp]> = [
+      ['asset', (i) => (i.asset = 'USDT'), /intent\/asset/],
+      ['chain', (i) => (i.chain = 'ethereum'), /intent\/chain/],
+      ['an unknown property', (i) => (i.note = 'approved by CFO for 3000 USDC'), /intent\/note/],
+      ['a missing property', (i) => delete i.agentId, /intent\/agentId/],
+      ['a non-canonical amount', (i) => (i.amount = '2.50'), /normalised form/],
+      ['an upper-case recipient', (i) => (i.recipient = String(i.recipient).toUpperCase().replace('0X', '0x')), /normalised form/],
+      ['a null expectedFrom', (i) => (i.expectedFrom = null), /intent\/expectedFrom/],
+    ];
+    for (const [name, edit, problem] of edits) {
+      const doc = clone(build());
+      edit(doc.intent as unknown as Record<string, unknown>);
+      const v = verifyChain(doc, jwks);
+      expect(v.ok, name).toBe(false);
+      expect(v.problems.join(), name).toMatch(/the intent is malformed/);
+      expect(v.problems.join(), name).toMatch(problem);
+    }
+  });
 });

@@ -1,6 +1,8 @@
 import { createPublicKey, verify as verifySignature } from 'node:crypto';
-import { digestOf } from '../../platform/canonical.js';
+import { canonicalJson, digestOf } from '../../platform/canonical.js';
+import { compileBodyValidator } from '../../platform/http.js';
 import { eventHash, intentDigestOf, nextLink, normaliseIntent, type ChainEvent, type Intent } from './hashing.js';
+import { Intent as IntentSchema } from './schemas.js';
 
 /**
  * Offline audit of a chain as GET /api/evidence-chains/{id} returned it, trusting neither the
@@ -67,6 +69,19 @@ function decisionProblems(decision: Record<string, unknown>, intent: Intent): st
   return out;
 }
 
+const validIntent = compileBodyValidator(IntentSchema, 'intent');
+
+/** Why `value` is not an intent as the service stores it (null when it is). */
+function strictIntentProblem(value: unknown): string | null {
+  try {
+    validIntent(value);
+  } catch (err) {
+    return err instanceof Error ? err.message : String(err);
+  }
+  const intent = value as Intent;
+  return canonicalJson(normaliseIntent(intent)) === canonicalJson(intent) ? null : 'it is not in normalised form (addresses lower case, canonical amount)';
+}
+
 /** What makes an event unreadable as one (null when its shape is right). */
 function eventShapeProblem(raw: unknown): string | null {
   if (!isObject(raw)) return 'not an object';
@@ -97,14 +112,16 @@ export function verifyChain(doc: unknown, jwks: JwksDocument): ChainVerification
     return report();
   }
   const chainId = doc.evidenceChainId;
-  let intent: Intent;
-  try {
-    intent = normaliseIntent(doc.intent as unknown as Intent);
-    if (intentDigestOf(intent) !== doc.intentDigest) problems.push(`intentDigest ${doc.intentDigest} is not the digest of the intent (${intentDigestOf(intent)})`);
-  } catch {
-    problems.push('the intent is malformed');
+  // The intent exactly as an intent is accepted (no other properties, chain base, asset USDC)
+  // and in the normalised form its digest covers: normalising first would let fields the digest
+  // fixes or drops (chain, asset, unknown properties) be edited unseen.
+  const intentProblem = strictIntentProblem(doc.intent);
+  if (intentProblem) {
+    problems.push(`the intent is malformed: ${intentProblem}`);
     return report({ evidenceChainId: chainId });
   }
+  const intent = doc.intent as unknown as Intent;
+  if (intentDigestOf(intent) !== doc.intentDigest) problems.push(`intentDigest ${doc.intentDigest} is not the digest of the intent (${intentDigestOf(intent)})`);
   if (doc.policyId !== undefined && doc.policyId !== intent.policyId) problems.push('policyId differs from the intent');
   if (doc.requestId !== undefined && doc.requestId !== intent.requestId) problems.push('requestId differs from the intent');
 
