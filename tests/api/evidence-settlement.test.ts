@@ -9,7 +9,8 @@ import { verifyChain } from '../../src/features/evidence/verify.js';
 import { createChainClient, type ChainClient } from '../../src/platform/chain.js';
 import { createTestApp, json, type TestApp } from '../helpers/app.js';
 import { expectProblem } from '../helpers/problems.js';
-import type { Created } from '../helpers/policies.js';
+import { createPolicy, type Created } from '../helpers/policies.js';
+import { PolicyStore } from '../../src/features/spend-policy/policies.js';
 import { EVIDENCE_ID_RE, createChain, randomTxHash, readChain, readSummary, serviceJwks, startEvidenceDevnet, settle } from './evidence-helpers.js';
 
 let devnet: Devnet;
@@ -62,6 +63,26 @@ describe('settlement reconciliation', () => {
     // The first chain's MATCH stands, and replays as it was.
     expect(await settleOk(a.evidenceChainId, hash)).toMatchObject({ result: 'MATCH', replayed: true });
     expect(json(await readSummary(t, b.evidenceChainId, p.agentKey))).toMatchObject({ reconciliation: 'MISMATCH' });
+  });
+
+  it("a payment claimed by another policy's chain is a 409 that records nothing, names no chain, and leaves this chain open", async () => {
+    const other = await createPolicy(t, { allowedRecipients: [], blockUnknownRecipients: false, requireHumanAbove: '1000', maxPerTransaction: '1000', dailyBudget: '100000' });
+    await new PolicyStore(t.database).setDirectChecks(other.policyId, true, t.clock.now());
+    const mine = await chainFor('3.25', 1);
+    const theirs = await createChain(t, other, { recipient: addr(2), amount: '3.25', expectedFrom: addr(1) });
+    const hash = await transfer(1, 2, 3_250_000n);
+    const claimed = await settle(t, theirs.evidenceChainId, other.agentKey, { txHash: hash });
+    expect(json(claimed)).toMatchObject({ result: 'MATCH' });
+
+    const res = await settle(t, mine.evidenceChainId, p.agentKey, { txHash: hash });
+    const problem = expectProblem(res, 409, 'evidence_conflict');
+    expect(problem.detail).toMatch(/another policy/);
+    expect(res.body).not.toContain(theirs.evidenceChainId);
+    expect(await settlementEvents(mine.evidenceChainId)).toHaveLength(0);
+    expect(json(await readSummary(t, mine.evidenceChainId, p.agentKey))).toMatchObject({ reconciliation: 'NOT_SUBMITTED' });
+    // Not final: the same answer again, and another payment can still settle this chain.
+    expectProblem(await settle(t, mine.evidenceChainId, p.agentKey, { txHash: hash }), 409, 'evidence_conflict');
+    expect(await settleOk(mine.evidenceChainId, await transfer(1, 2, 3_250_000n))).toMatchObject({ result: 'MATCH' });
   });
 
   it('two transfers in one transaction can settle two intents, one each', async () => {

@@ -8,7 +8,7 @@ import type { PaymentEvidence } from '../reports/payment-proof.js';
 import type { ChainEvent, EventType, Intent } from './hashing.js';
 import type { AgentKey, EvidenceService } from './service.js';
 import { payingTransfers, planAfterReading, planBeforeReading, reconcileSettlement, type RecordedSettlement, type SettlementObservation } from './settlement.js';
-import { storage, type EvidenceStore } from './store.js';
+import { storage, type ChainRow, type EvidenceStore } from './store.js';
 import { checkAgainstIntent } from './summary.js';
 
 /** The unsigned transaction of a preflight attachment (the paid preflight's request body). */
@@ -110,7 +110,7 @@ export class DirectChecks {
         const plan = planAfterReading(recordedOf(latest), seen?.evidenceId, observation);
         if (plan.action === 'conflict') throw new AppError('evidence_conflict', plan.detail);
         if (plan.action === 'replay') return settlementAnswer(chain.id, latest!, true);
-        const judged = await claimOrMismatch(store, tx, chain.id, observation, now);
+        const judged = await claimOrMismatch(store, tx, locked, observation, now);
         const body = judged as unknown as Record<string, unknown>;
         const receipt = this.sign(chain.id, 'SETTLEMENT_RECONCILED', body, now);
         const event = await store.append(tx, locked, 'SETTLEMENT_RECONCILED', { ...body, receipt }, now);
@@ -123,15 +123,27 @@ export class DirectChecks {
 /**
  * A MATCH holds only if the paying Transfer is not already the settlement of another chain: one
  * payment settles one intent. The first matching Transfer of the transaction that is free (or
- * already this chain's) is claimed; when every one is held by another chain, the answer is
- * MISMATCH, naming that chain.
+ * already this chain's) is claimed. When every one is held:
+ * - by a chain of the same policy, the answer is MISMATCH (final), naming that chain, which the
+ *   same agent key can read anyway;
+ * - only by chains of other policies, nothing is recorded and the answer is 409: another
+ *   tenant's claim is no field of this intent that differs (so no MISMATCH), must not close
+ *   this chain, and its chain id is not this caller's to know.
  */
-async function claimOrMismatch(store: EvidenceStore, tx: Tx, chainId: string, o: SettlementObservation, now: Date): Promise<SettlementObservation> {
+async function claimOrMismatch(store: EvidenceStore, tx: Tx, chain: ChainRow, o: SettlementObservation, now: Date): Promise<SettlementObservation> {
   if (o.result !== 'MATCH') return o;
-  for (const t of payingTransfers(o)) if (await store.claimTransfer(tx, o.txHash, t.logIndex, chainId, now)) return o;
-  const holder = await store.claimHolder(tx, o.txHash);
-  return { ...o, result: 'MISMATCH', reason: `this payment is already reconciled as the settlement of evidence chain ${holder ?? 'another chain'}; one payment settles one intent` };
+  let samePolicyHolder: string | undefined;
+  for (const t of payingTransfers(o)) {
+    const holder = await store.claimTransfer(tx, o.txHash, t.logIndex, chain.id, now);
+    if (holder.chainId === chain.id) return o;
+    if (holder.policyId === chain.policy_id) samePolicyHolder ??= holder.chainId;
+  }
+  if (samePolicyHolder === undefined) throw new AppError('evidence_conflict', CLAIMED_ELSEWHERE);
+  return { ...o, result: 'MISMATCH', reason: `this payment is already reconciled as the settlement of evidence chain ${samePolicyHolder}; one payment settles one intent` };
 }
+
+export const CLAIMED_ELSEWHERE =
+  'this payment is already reconciled as the settlement of an evidence chain of another policy; one payment settles one intent. Nothing was recorded: this chain stays open for another transaction.';
 
 function sameOrConflict(recorded: ChainEvent, inputDigest: string): ChainEvent {
   if (recorded.body.inputDigest !== inputDigest) {

@@ -123,29 +123,24 @@ export class EvidenceStore {
   }
 
   /**
-   * Claims a USDC Transfer as the settlement of `chainId`. True when it is (now, or already was)
-   * this chain's; false when another chain holds it. A concurrent claim of the same transfer
-   * waits for the first to commit, then sees it.
+   * Claims a USDC Transfer as the settlement of `chainId` and answers who holds it now: this
+   * chain (claimed now, or already was), or the chain (and its policy) that claimed it first. A
+   * concurrent claim of the same transfer waits for the first to commit, then sees it.
    */
-  async claimTransfer(tx: Tx, txHash: string, logIndex: number, chainId: string, now: Date): Promise<boolean> {
+  async claimTransfer(tx: Tx, txHash: string, logIndex: number, chainId: string, now: Date): Promise<{ chainId: string; policyId: string }> {
     await tx
       .insertInto('evidence_settlement_claims')
       .values({ tx_hash: txHash, log_index: logIndex, chain_id: chainId, created_at: now.toISOString() })
       .onConflict((oc) => oc.columns(['tx_hash', 'log_index']).doNothing())
       .execute();
     const holder = await tx
-      .selectFrom('evidence_settlement_claims')
-      .select('chain_id')
-      .where('tx_hash', '=', txHash)
-      .where('log_index', '=', logIndex)
+      .selectFrom('evidence_settlement_claims as c')
+      .innerJoin('evidence_chains as ch', 'ch.id', 'c.chain_id')
+      .select(['c.chain_id', 'ch.policy_id'])
+      .where('c.tx_hash', '=', txHash)
+      .where('c.log_index', '=', logIndex)
       .executeTakeFirstOrThrow();
-    return holder.chain_id === chainId;
-  }
-
-  /** The chain holding a claim on this transaction, if any (for the answer's reason). */
-  async claimHolder(tx: Tx, txHash: string): Promise<string | undefined> {
-    const row = await tx.selectFrom('evidence_settlement_claims').select('chain_id').where('tx_hash', '=', txHash).executeTakeFirst();
-    return row?.chain_id;
+    return { chainId: holder.chain_id, policyId: holder.policy_id };
   }
 
   /** Deletes the chains (and their events) of policies whose access ended; returns how many chains. */
