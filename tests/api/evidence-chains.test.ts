@@ -88,12 +88,15 @@ describe('evidence chains: create, replay, read, summary', () => {
     const res = await readChain(t, created.evidenceChainId, p.agentKey);
     expect(res.statusCode, res.body).toBe(200);
     const chain = json(res);
-    expect(Object.keys(chain).sort()).toEqual(['createdAt', 'events', 'evidenceChainId', 'intent', 'intentDigest', 'policyId', 'requestId']);
+    expect(Object.keys(chain).sort()).toEqual(['createdAt', 'events', 'evidenceChainId', 'head', 'intent', 'intentDigest', 'policyId', 'requestId']);
     expect(chain).toMatchObject({ evidenceChainId: created.evidenceChainId, policyId: p.policyId, requestId: 'read-1', intentDigest: created.intentDigest });
     expect(chain.createdAt).toMatch(ISO_RE);
     expect(chain.events).toHaveLength(1);
     const [event] = chain.events;
-    expect(Object.keys(event).sort()).toEqual(['body', 'createdAt', 'eventType', 'evidenceId', 'hash', 'prevHash', 'sequence']);
+    expect(Object.keys(event).sort()).toEqual(['body', 'createdAt', 'eventType', 'evidenceId', 'hash', 'linkReceipt', 'prevHash', 'sequence']);
+    expect(event.linkReceipt).toMatchObject({ kind: 'evidence-event', subjectId: event.evidenceId, alg: 'EdDSA' });
+    expect(chain.head).toMatchObject({ evidenceChainId: created.evidenceChainId, length: 1, headHash: event.hash, issuedAt: t.clock.now().toISOString() });
+    expect(chain.head.receipt).toMatchObject({ kind: 'evidence-head', subjectId: created.evidenceChainId, alg: 'EdDSA' });
     expect(event).toMatchObject({ evidenceId: expect.stringMatching(EVIDENCE_ID_RE), sequence: 1, eventType: 'PRECHECK_COMPLETED', prevHash: created.intentDigest });
     expect(event.hash).toMatch(DIGEST_RE);
     expect(event.body.decision).toMatchObject({ decisionId: created.decisionId, decision: 'APPROVE', amount: '3', requestId: 'read-1', executionAuthorized: false });
@@ -101,7 +104,7 @@ describe('evidence chains: create, replay, read, summary', () => {
     // The decision is the same one the decisions endpoint serves.
     const stored = await t.app.inject({ method: 'GET', url: `/api/spendpolicy/decisions/${created.decisionId}`, headers: bearer(p.agentKey) });
     expect(json(stored).decision).toEqual(event.body.decision);
-    expect(verifyChain(chain, await serviceJwks(t))).toMatchObject({ ok: true, events: 1, receiptsVerified: 1, problems: [] });
+    expect(verifyChain(chain, await serviceJwks(t))).toMatchObject({ ok: true, events: 1, receiptsVerified: 1, linksVerified: 1, headVerified: true, problems: [] });
   });
 
   it('summary: NOT_SUBMITTED, no preflight, the limitations, the pre-authorization', async () => {

@@ -45,7 +45,8 @@ describe('migration 0005 (settlement claims) on existing evidence', () => {
         .execute();
     }
     // As if this database had been made before migration 0005 (and so before every later one,
-    // which run again after it: 0006 and 0007 only rebuild indexes, 0008 replaces its functions).
+    // which run again after it: 0006 and 0007 only rebuild indexes, 0008 replaces its functions,
+    // 0009 adds a column only where it is missing).
     await db.schema.dropTable('evidence_settlement_claims').execute();
     await sql`delete from ${sql.table(t.database.pgSchema ? `${t.database.pgSchema}.kysely_migration` : 'kysely_migration')} where name >= '0005'`.execute(db);
     await migrateToLatest(db, t.database.dialect, t.database.pgSchema);

@@ -4,15 +4,17 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
+import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { run } from '../../src/cli.js';
-import { eventHash } from '../../src/features/evidence/hashing.js';
+import { eventHash, intentDigestOf } from '../../src/features/evidence/hashing.js';
+import { PolicyStore } from '../../src/features/spend-policy/policies.js';
 import { verifyChain, type JwksDocument } from '../../src/features/evidence/verify.js';
 import { ReceiptSigner } from '../../src/platform/receipts.js';
-import { createTestApp, json, type TestApp } from '../helpers/app.js';
+import { ADDR, createTestApp, json, type TestApp } from '../helpers/app.js';
 import { testDialect } from '../helpers/db.js';
 import { createPolicy, type Created } from '../helpers/policies.js';
-import { createChain, readChain, serviceJwks } from './evidence-helpers.js';
+import { createChain, randomTxHash, readChain, serviceJwks, settle } from './evidence-helpers.js';
 
 /**
  * Tamper evidence: whoever edits stored evidence directly in the database (bypassing the
@@ -86,7 +88,11 @@ describe('a chain edited in the database no longer verifies', () => {
     await t.database.db.updateTable('evidence_events').set({ body: JSON.stringify(body), hash }).where('id', '=', row.id).execute();
     const { code, report } = await auditChain(evidenceChainId);
     expect(code).toBe(1);
-    expect(report.problems).toEqual([expect.stringMatching(/receipt digest does not match the content/)]);
+    // The decision's receipt, and the link signed when the event was appended, both refuse it.
+    expect(report.problems).toEqual([
+      expect.stringMatching(/event 1 \(PRECHECK_COMPLETED\): receipt digest does not match the content/),
+      expect.stringMatching(/event 1 \(PRECHECK_COMPLETED\): link: receipt digest does not match the content/),
+    ]);
   });
 
   it('editing the stored intent breaks the intent digest and the link of the first event', async () => {
@@ -104,11 +110,17 @@ describe('a chain edited in the database no longer verifies', () => {
     writeFileSync(join(dir, 'stranger.json'), JSON.stringify(stranger.jwks()));
     const { code, report } = await auditChain(evidenceChainId, join(dir, 'stranger.json'));
     expect(code).toBe(1);
-    expect(report.problems).toEqual([expect.stringMatching(/no Ed25519 key .* in the JWKS/)]);
+    expect(report.problems).toEqual([
+      expect.stringMatching(/event 1 .*: no Ed25519 key .* in the JWKS/),
+      expect.stringMatching(/event 1 .*: link: no Ed25519 key .* in the JWKS/),
+      expect.stringMatching(/head: no Ed25519 key .* in the JWKS/),
+    ]);
     // Same kid, other key material: the signature itself fails.
     const forged = { keys: [{ ...stranger.jwk, kid: jwks.keys[0]!.kid }] };
     const chain = json(await readChain(t, evidenceChainId, p.agentKey));
-    expect(verifyChain(chain, forged).problems).toEqual([expect.stringMatching(/signature does not verify/)]);
+    const problems = verifyChain(chain, forged).problems;
+    expect(problems).toHaveLength(3);
+    for (const problem of problems) expect(problem).toMatch(/signature does not verify/);
   });
 
   it('reordering or dropping events is caught', async () => {
@@ -117,6 +129,75 @@ describe('a chain edited in the database no longer verifies', () => {
     expect(verifyChain({ ...chain, events: [] }, jwks).ok).toBe(false);
     const renumbered = { ...chain, events: [{ ...chain.events[0], sequence: 2 }] };
     expect(verifyChain(renumbered, jwks).problems.join()).toMatch(/sequence 2, expected 1/);
+  });
+
+  it('a chain of the service cut short, rearranged or relinked no longer verifies with only the JWKS (R3 F1)', async () => {
+    // PRECHECK, then two UNKNOWN settlements (Base is unreachable here) under direct checks.
+    await new PolicyStore(t.database).setDirectChecks(p.policyId, true, t.clock.now());
+    const { evidenceChainId } = await createChain(t, p, { amount: '5', expectedFrom: ADDR.carol });
+    for (const txHash of [randomTxHash(), randomTxHash()]) expect(json(await settle(t, evidenceChainId, p.agentKey, { txHash })).result).toBe('UNKNOWN');
+    const { code, chain } = await auditChain(evidenceChainId);
+    expect(code).toBe(0);
+    expect(verifyChain(chain, jwks)).toMatchObject({ ok: true, events: 3, linksVerified: 3, headVerified: true });
+    const relink = (d: any) => {
+      d.intentDigest = intentDigestOf(d.intent);
+      let prev = d.intentDigest;
+      d.events.forEach((e: any, i: number) => {
+        e.sequence = i + 1;
+        e.prevHash = prev;
+        e.hash = eventHash(d.evidenceChainId, e);
+        prev = e.hash;
+      });
+      d.head = { ...d.head, length: d.events.length, headHash: prev };
+      return d;
+    };
+    const edits: Array<[string, (d: any) => void]> = [
+      ['the last event dropped', (d) => d.events.pop()],
+      ['the last event dropped and the head edited', (d) => relink(Object.assign(d, { events: d.events.slice(0, 2) }))],
+      ['the middle event dropped', (d) => relink(Object.assign(d, { events: [d.events[0], d.events[2]] }))],
+      ['the settlements swapped', (d) => relink(Object.assign(d, { events: [d.events[0], d.events[2], d.events[1]] }))],
+      ['a settlement duplicated', (d) => relink(Object.assign(d, { events: [...d.events, structuredClone(d.events[1])] }))],
+      ['expectedFrom changed', (d) => relink(Object.assign(d, { intent: { ...d.intent, expectedFrom: ADDR.bob.toLowerCase() } }))],
+      ['expectedFrom removed', (d) => relink(Object.assign(d, { intent: { ...d.intent, expectedFrom: undefined } }))],
+      ['createdAt rewritten', (d) => relink(Object.assign(d, { events: d.events.map((e: any, i: number) => (i === 2 ? { ...e, createdAt: '2030-01-01T00:00:00.000Z' } : e)) }))],
+    ];
+    for (const [name, edit] of edits) {
+      const d = structuredClone(chain);
+      edit(d);
+      const file = join(dir, `edited-${name.replace(/\W+/g, '-')}.json`);
+      writeFileSync(file, JSON.stringify(d));
+      lines.length = 0;
+      expect(await run(['evidence', 'verify', file, '--jwks', join(dir, 'jwks.json')], out, {}), name).toBe(1);
+      expect(JSON.parse(lines.join('\n')).ok, name).toBe(false);
+    }
+  });
+
+  it('createdAt never goes back along a chain, even when a request read an earlier clock', async () => {
+    await new PolicyStore(t.database).setDirectChecks(p.policyId, true, t.clock.now());
+    const { evidenceChainId } = await createChain(t, p, { amount: '5' });
+    const created = t.clock.now();
+    t.clock.set(new Date(created.getTime() - 60_000).toISOString());
+    try {
+      expect((await settle(t, evidenceChainId, p.agentKey, { txHash: randomTxHash() })).statusCode).toBe(200);
+    } finally {
+      t.clock.set(created.toISOString());
+    }
+    const { code, chain } = await auditChain(evidenceChainId);
+    expect(chain.events[1].createdAt).toBe(chain.events[0].createdAt);
+    expect(code).toBe(0);
+  });
+
+  it('a chain stored before links were signed is still read, and verify says its links are unsigned', async () => {
+    const { evidenceChainId } = await createChain(t, p, { amount: '5' });
+    // As an event appended before migration 0009 reads (the column is insert-only to the service).
+    await sql`update evidence_events set link_receipt = null where chain_id = ${evidenceChainId}`.execute(t.database.db);
+    const res = await readChain(t, evidenceChainId, p.agentKey);
+    expect(res.statusCode, res.body).toBe(200);
+    expect(json(res).events[0].linkReceipt).toBeUndefined();
+    const { code, report } = await auditChain(evidenceChainId);
+    expect(code).toBe(1);
+    expect(report).toMatchObject({ ok: false, receiptsVerified: 1, linksVerified: 0, headVerified: true });
+    expect(report.problems).toEqual([expect.stringMatching(/^event\(s\) 1: no link receipt \(stored before links were signed\)/)]);
   });
 
   it('reads the JWKS from the service URL; usage errors exit 2', async () => {

@@ -4,8 +4,21 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { run } from '../../src/cli.js';
-import { intentDigestOf, linkEvent, normaliseIntent, type ChainEvent, type Intent } from '../../src/features/evidence/hashing.js';
+import {
+  HEAD_RECEIPT_KIND,
+  LINK_RECEIPT_KIND,
+  eventHash,
+  headSubject,
+  intentDigestOf,
+  linkEvent,
+  linkSubject,
+  normaliseIntent,
+  type ChainEvent,
+  type ChainHead,
+  type Intent,
+} from '../../src/features/evidence/hashing.js';
 import { receiptProblem, verifyChain } from '../../src/features/evidence/verify.js';
+import { digestOf } from '../../src/platform/canonical.js';
 import { ReceiptSigner } from '../../src/platform/receipts.js';
 
 const signer = ReceiptSigner.fromPrivateKey(generateKeyPairSync('ed25519').privateKey);
@@ -14,32 +27,57 @@ const NOW = new Date('2026-01-15T12:00:00.000Z');
 const CHAIN = `ec_${'c'.repeat(32)}`;
 const intent: Intent = normaliseIntent({ policyId: `sgp_${'a'.repeat(32)}`, agentId: 'agent', requestId: 'r-1', chain: 'base', asset: 'USDC', recipient: `0x${'B'.repeat(40)}`, amount: '2.50' });
 
-/** A chain built the way the service builds one: a signed decision, then a signed settlement. */
+/** Signs an event's link, as the store does when it appends one. */
+const signLink = (e: ChainEvent): ChainEvent => ({ ...e, linkReceipt: signer.sign(LINK_RECEIPT_KIND, e.evidenceId, linkSubject(CHAIN, e), NOW) });
+
+/** The signed head a read of `events` carries, as the service makes it. */
+function headOf(events: ChainEvent[], evidenceChainId = CHAIN): ChainHead {
+  const head = { evidenceChainId, length: events.length, headHash: events.at(-1)!.hash, issuedAt: NOW.toISOString() };
+  return { ...head, receipt: signer.sign(HEAD_RECEIPT_KIND, evidenceChainId, headSubject(head), NOW) };
+}
+
+/** A chain built the way the service builds one: a signed decision, then a signed settlement, each link signed, and a head. */
 function build() {
   const intentDigest = intentDigestOf(intent);
   const decision = { decisionId: 'dec_1', policyId: intent.policyId, requestId: 'r-1', agentId: 'agent', recipient: intent.recipient, amount: '2.5', decision: 'APPROVE', executionAuthorized: false };
-  const first = linkEvent(CHAIN, intentDigest, undefined, {
-    evidenceId: 'ev_1',
-    eventType: 'PRECHECK_COMPLETED',
-    body: { decision, receipt: signer.sign('spend-decision', 'dec_1', decision, NOW) },
-    createdAt: NOW.toISOString(),
-  });
+  const first = signLink(
+    linkEvent(CHAIN, intentDigest, undefined, {
+      evidenceId: 'ev_1',
+      eventType: 'PRECHECK_COMPLETED',
+      body: { decision, receipt: signer.sign('spend-decision', 'dec_1', decision, NOW) },
+      createdAt: NOW.toISOString(),
+    }),
+  );
   const body = { txHash: '0xab', result: 'MATCH' };
   const receipt = signer.sign('evidence-settlement_reconciled', CHAIN, { evidenceChainId: CHAIN, eventType: 'SETTLEMENT_RECONCILED', body }, NOW);
-  const second = linkEvent(CHAIN, intentDigest, first, { evidenceId: 'ev_2', eventType: 'SETTLEMENT_RECONCILED', body: { ...body, receipt }, createdAt: NOW.toISOString() });
-  return { evidenceChainId: CHAIN, policyId: intent.policyId, requestId: 'r-1', intent, intentDigest, createdAt: NOW.toISOString(), events: [first, second] as ChainEvent[] };
+  const second = signLink(linkEvent(CHAIN, intentDigest, first, { evidenceId: 'ev_2', eventType: 'SETTLEMENT_RECONCILED', body: { ...body, receipt }, createdAt: NOW.toISOString() }));
+  const events = [first, second] as ChainEvent[];
+  return { evidenceChainId: CHAIN, policyId: intent.policyId, requestId: 'r-1', intent, intentDigest, createdAt: NOW.toISOString(), events, head: headOf(events) };
 }
 const clone = <T>(x: T): T => JSON.parse(JSON.stringify(x));
 
 describe('verifyChain', () => {
   it('accepts an intact chain (and its JSON round trip)', () => {
-    expect(verifyChain(clone(build()), jwks)).toEqual({ ok: true, evidenceChainId: CHAIN, intentDigest: intentDigestOf(intent), events: 2, receiptsVerified: 2, problems: [] });
+    expect(verifyChain(clone(build()), jwks)).toEqual({
+      ok: true,
+      evidenceChainId: CHAIN,
+      intentDigest: intentDigestOf(intent),
+      events: 2,
+      receiptsVerified: 2,
+      linksVerified: 2,
+      headVerified: true,
+      problems: [],
+    });
   });
 
   it('rejects a changed body, a changed intent, a broken link and a foreign chain id', () => {
     const body = clone(build());
     body.events[1]!.body.result = 'MISMATCH';
-    expect(verifyChain(body, jwks).problems).toEqual([expect.stringMatching(/event 2 .*hash does not match/), expect.stringMatching(/event 2 .*receipt digest/)]);
+    expect(verifyChain(body, jwks).problems).toEqual([
+      expect.stringMatching(/event 2 .*hash does not match/),
+      expect.stringMatching(/event 2 .*: receipt digest/),
+      expect.stringMatching(/event 2 .*: link: receipt digest/),
+    ]);
 
     const changed = clone(build());
     changed.intent.amount = '3';
@@ -132,5 +170,108 @@ describe('verifyChain', () => {
       expect(v.problems.join(), name).toMatch(/the intent is malformed/);
       expect(v.problems.join(), name).toMatch(problem);
     }
+  });
+
+  describe('whoever holds the JSON cannot rearrange it (R3 F1)', () => {
+    const FROM = `0x${'1'.repeat(40)}`;
+    const withFrom: Intent = { ...intent, expectedFrom: FROM };
+
+    /** Appends signed events the way the service does, from `events` given as [eventType, body]. */
+    function signedChain(spec: Array<[ChainEvent['eventType'], Record<string, unknown>]>, base: Intent = withFrom) {
+      const intentDigest = intentDigestOf(base);
+      const events: ChainEvent[] = [];
+      spec.forEach(([eventType, body], i) => {
+        const at = new Date(NOW.getTime() + i * 1000).toISOString();
+        events.push(signLink(linkEvent(CHAIN, intentDigest, events.at(-1), { evidenceId: `ev_${i + 1}`, eventType, body, createdAt: at })));
+      });
+      return { evidenceChainId: CHAIN, policyId: base.policyId, requestId: base.requestId, intent: base, intentDigest, events, head: headOf(events) };
+    }
+    const decision = { decisionId: 'dec_1', policyId: intent.policyId, requestId: 'r-1', agentId: 'agent', recipient: intent.recipient, amount: '2.5', decision: 'APPROVE', executionAuthorized: false };
+    const bodyOf = (eventType: ChainEvent['eventType'], body: Record<string, unknown>) => ({
+      ...body,
+      receipt: signer.sign(`evidence-${eventType.toLowerCase()}`, CHAIN, { evidenceChainId: CHAIN, eventType, body }, NOW),
+    });
+    const input = { chain: 'base', to: FROM };
+    const PRECHECK: [ChainEvent['eventType'], Record<string, unknown>] = ['PRECHECK_COMPLETED', { decision, receipt: signer.sign('spend-decision', 'dec_1', decision, NOW) }];
+    const PREFLIGHT: [ChainEvent['eventType'], Record<string, unknown>] = ['TRANSACTION_PREFLIGHT_COMPLETED', bodyOf('TRANSACTION_PREFLIGHT_COMPLETED', { input, inputDigest: digestOf(input) })];
+    const settlement = (result: string): [ChainEvent['eventType'], Record<string, unknown>] => ['SETTLEMENT_RECONCILED', bodyOf('SETTLEMENT_RECONCILED', { txHash: '0xab', result })];
+    const real = () => clone(signedChain([PRECHECK, PREFLIGHT, settlement('UNKNOWN'), settlement('MATCH')]));
+
+    /** What anyone holding the JSON can do after an edit: recompute every unkeyed hash and link. */
+    function relink(d: ReturnType<typeof real>) {
+      d.intentDigest = intentDigestOf(d.intent);
+      let prev = d.intentDigest;
+      d.events.forEach((e, i) => {
+        e.sequence = i + 1;
+        e.prevHash = prev;
+        e.hash = eventHash(d.evidenceChainId, e);
+        prev = e.hash;
+      });
+      d.head = { ...d.head, length: d.events.length, headHash: prev };
+      return d;
+    }
+
+    it('the chain as the service wrote it verifies, links and head included', () => {
+      expect(verifyChain(real(), jwks)).toMatchObject({ ok: true, events: 4, receiptsVerified: 4, linksVerified: 4, headVerified: true });
+    });
+
+    const attacks: Array<[string, (d: ReturnType<typeof real>) => void, RegExp]> = [
+      ['the last event dropped', (d) => d.events.pop(), /head: the chain had 4 event\(s\) when read, this document has 3/],
+      ['the last event dropped, head edited to match', (d) => relink(Object.assign(d, { events: d.events.slice(0, 3) })), /head: receipt digest does not match/],
+      ['the middle event dropped, relinked', (d) => relink(Object.assign(d, { events: [d.events[0], d.events[2], d.events[3]] })), /event 2 .*link: receipt digest does not match/],
+      ['MATCH moved before UNKNOWN, relinked', (d) => relink(Object.assign(d, { events: [d.events[0], d.events[1], d.events[3], d.events[2]] })), /link: receipt digest does not match/],
+      ['the UNKNOWN inserted again after MATCH, relinked', (d) => relink(Object.assign(d, { events: [...d.events, clone(d.events[2]!)] })), /event 5: SETTLEMENT_RECONCILED after the final result MATCH/],
+      ['createdAt rewritten, relinked', (d) => relink(Object.assign(d, { events: d.events.map((e, i) => (i === 3 ? { ...e, createdAt: '2020-01-01T00:00:00.000Z' } : e)) })), /event 4 .*link: receipt digest/],
+      ['evidenceId rewritten, relinked', (d) => relink(Object.assign(d, { events: d.events.map((e, i) => (i === 3 ? { ...e, evidenceId: `ev_${'f'.repeat(32)}` } : e)) })), /event 4 .*link: receipt/],
+      ['sequence numbers shifted', (d) => d.events.forEach((e) => (e.sequence += 1)), /sequence 2, expected 1/],
+      ['expectedFrom changed, relinked', (d) => relink(Object.assign(d, { intent: { ...d.intent, expectedFrom: `0x${'3'.repeat(40)}` } })), /event 1 .*link: receipt digest/],
+      ['expectedFrom removed, relinked', (d) => relink(Object.assign(d, { intent: { ...d.intent, expectedFrom: undefined } })), /event 1 .*link: receipt digest/],
+      ['the head removed', (d) => delete (d as { head?: unknown }).head, /no signed head/],
+      ['the head of another read of a longer chain', (d) => (d.head = headOf([...d.events, d.events[3]!])), /head: the chain had 5/],
+    ];
+    for (const [name, attack, problem] of attacks) {
+      it(`fails when ${name}`, () => {
+        const d = real();
+        attack(d);
+        const v = verifyChain(clone(d), jwks);
+        expect(v.ok).toBe(false);
+        expect(v.problems.join('\n')).toMatch(problem);
+      });
+    }
+
+    it('holds a chain the service itself signed to the order it writes events in', () => {
+      const cases: Array<[string, Array<[ChainEvent['eventType'], Record<string, unknown>]>, RegExp]> = [
+        ['no precheck first', [PREFLIGHT, PRECHECK], /event 1: a chain starts with PRECHECK_COMPLETED/],
+        ['two prechecks', [PRECHECK, PRECHECK], /event 2: a second PRECHECK_COMPLETED/],
+        ['two preflights', [PRECHECK, PREFLIGHT, PREFLIGHT], /event 3: a second TRANSACTION_PREFLIGHT_COMPLETED \(event 2/],
+        ['a settlement after MISMATCH', [PRECHECK, settlement('MISMATCH'), settlement('UNKNOWN')], /event 3: SETTLEMENT_RECONCILED after the final result MISMATCH of event 2/],
+        ['a settlement after FAILED', [PRECHECK, settlement('FAILED'), settlement('FAILED')], /after the final result FAILED/],
+      ];
+      for (const [name, spec, problem] of cases) {
+        const v = verifyChain(clone(signedChain(spec)), jwks);
+        expect(v.ok, name).toBe(false);
+        expect(v.problems.join('\n'), name).toMatch(problem);
+      }
+      // Signed, but in a bad order: a repeated evidenceId and createdAt going back.
+      const d = signedChain([PRECHECK, settlement('UNKNOWN'), settlement('PENDING')]);
+      const twisted = clone(d);
+      twisted.events[2] = { ...twisted.events[2]!, evidenceId: 'ev_2', createdAt: NOW.toISOString() };
+      const intentDigest = twisted.intentDigest;
+      const resigned = signLink(linkEvent(CHAIN, intentDigest, twisted.events[1], { ...twisted.events[2]!, createdAt: '2025-01-01T00:00:00.000Z' }));
+      twisted.events[2] = resigned;
+      twisted.head = headOf(twisted.events);
+      const v = verifyChain(clone(twisted), jwks);
+      expect(v.problems).toEqual([expect.stringMatching(/event 3: evidenceId ev_2 is also event 2's/), expect.stringMatching(/event 3: createdAt .* is before the previous event's/)]);
+      // PENDING and UNKNOWN are not final: more settlements may follow, and a preflight may come late.
+      expect(verifyChain(clone(signedChain([PRECHECK, settlement('PENDING'), settlement('UNKNOWN'), settlement('MATCH'), PREFLIGHT])), jwks).ok).toBe(true);
+    });
+
+    it('a chain stored before links were signed is read and reported as unsigned, not crashed on', () => {
+      const d = real();
+      for (const e of d.events.slice(0, 2)) delete e.linkReceipt;
+      const v = verifyChain(clone(d), jwks);
+      expect(v).toMatchObject({ ok: false, events: 4, receiptsVerified: 4, linksVerified: 2, headVerified: true });
+      expect(v.problems).toEqual([expect.stringMatching(/^event\(s\) 1, 2: no link receipt \(stored before links were signed\)/)]);
+    });
   });
 });

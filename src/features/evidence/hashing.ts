@@ -1,5 +1,6 @@
 import { digestOf } from '../../platform/canonical.js';
 import { formatUsdc, parseUsdc } from '../../platform/money.js';
+import type { Receipt } from '../../platform/receipts.js';
 
 /**
  * The pure arithmetic of evidence chains, shared by the service (which writes chains) and by
@@ -15,6 +16,14 @@ import { formatUsdc, parseUsdc } from '../../platform/money.js';
  *   i.e. the event exactly as the API shows it, without `hash`, plus the chain's identifier (so
  *   an event cannot be moved to another chain). prevHash is the intentDigest for sequence 1 and
  *   the previous event's hash after that, so the intent and every event are linked end to end.
+ *
+ * The hashes alone are unkeyed: whoever holds the JSON can recompute them after an edit. So:
+ * - every event carries a `linkReceipt` (kind evidence-event, subjectId its evidenceId), signed
+ *   when it is appended over linkSubject = { evidenceChainId, evidenceId, sequence, hash }. Its
+ *   hash covers prevHash, so one signed link also covers everything before it, down to the
+ *   intent digest (expectedFrom included);
+ * - a read of the chain carries a signed `head` = { evidenceChainId, length, headHash, issuedAt,
+ *   receipt } (kind evidence-head), so dropping the last events shows too.
  */
 
 export const EVENT_TYPES = ['PRECHECK_COMPLETED', 'TRANSACTION_PREFLIGHT_COMPLETED', 'SETTLEMENT_RECONCILED'] as const;
@@ -39,6 +48,30 @@ export interface ChainEvent {
   createdAt: string;
   prevHash: string;
   hash: string;
+  /** The service's signature over linkSubject; absent on events stored before links were signed. */
+  linkReceipt?: Receipt;
+}
+
+export const LINK_RECEIPT_KIND = 'evidence-event';
+export const HEAD_RECEIPT_KIND = 'evidence-head';
+
+/** What an event's link receipt signs. */
+export function linkSubject(evidenceChainId: string, event: Pick<ChainEvent, 'evidenceId' | 'sequence' | 'hash'>) {
+  return { evidenceChainId, evidenceId: event.evidenceId, sequence: event.sequence, hash: event.hash };
+}
+
+/** The signed end of a chain as read: how many events it had and the last one's hash. */
+export interface ChainHead {
+  evidenceChainId: string;
+  length: number;
+  headHash: string;
+  issuedAt: string;
+  receipt: Receipt;
+}
+
+/** What a head's receipt signs: the head without its receipt. */
+export function headSubject(head: Omit<ChainHead, 'receipt'>) {
+  return { evidenceChainId: head.evidenceChainId, length: head.length, headHash: head.headHash, issuedAt: head.issuedAt };
 }
 
 export function normaliseIntent(intent: Intent): Intent {

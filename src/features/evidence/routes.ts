@@ -28,7 +28,7 @@ const agentKey = (authorization: string | undefined) => checkKey(authorization, 
 /** The evidence-chain endpoints (release candidate); EVIDENCE_CHAINS=off leaves them unserved (404). */
 export const evidenceRoutes: FastifyPluginAsyncTypebox<EvidenceRouteDeps> = async (app, deps) => {
   if (!deps.config.evidenceChains) return;
-  const service = new EvidenceService(deps.database, deps.decisions, deps.limiter);
+  const service = new EvidenceService(deps.database, deps.decisions, deps.limiter, deps.receipts);
   const chain = deps.chain ?? createChainClient(deps.config);
   const checks = new DirectChecks({
     database: deps.database,
@@ -70,7 +70,7 @@ export const evidenceRoutes: FastifyPluginAsyncTypebox<EvidenceRouteDeps> = asyn
         security,
         summary: 'Read a chain: the intent, its digest and every event in order, hash-linked',
         description:
-          "A key of another policy gets 404, as an unknown chain does. Anyone can check the chain offline: `paywarden evidence verify <chain.json> --jwks <file|url>` recomputes the intent digest and every event hash and verifies the signed receipts.",
+          "A key of another policy gets 404, as an unknown chain does. Every event carries a linkReceipt signed when it was appended over its hash (which covers prevHash, so every event before it and the intent too); head is signed at read time over the chain's length and last hash. Anyone can check the chain offline with only the JWKS: `paywarden evidence verify <chain.json> --jwks <file|url>` recomputes the intent digest and every event hash, checks the order of events (one PRECHECK_COMPLETED first, at most one preflight, no settlement after a final result, unique evidenceIds, createdAt never going back) and verifies every receipt, link and the head. Events recorded before links were signed have no linkReceipt; verify reports them as unsigned.",
         params: ChainParams,
         response: { 200: EvidenceChain, ...problems(...ALL) },
       },

@@ -3,7 +3,7 @@ import { CANONICAL_AMOUNT_PATTERN } from '../../platform/money.js';
 import { idPattern } from '../../platform/ids.js';
 import { Address, Asset, Chain, DateTime, StringEnum } from '../../platform/schemas.js';
 import { TX_HASH_PATTERN } from '../reports/schemas.js';
-import { PolicyId } from '../spend-policy/protected-schemas.js';
+import { PolicyId, Receipt } from '../spend-policy/protected-schemas.js';
 import { AgentId, DecisionValue, Reasons, RequestId } from '../spend-policy/schemas.js';
 import { EVENT_TYPES } from './hashing.js';
 import { SETTLEMENT_RESULTS } from './settlement.js';
@@ -58,7 +58,24 @@ export const ChainEventSchema = Type.Object({
   hash: Type.String({
     description: 'sha256:<hex> over the RFC 8785 canonical JSON of { evidenceChainId, evidenceId, sequence, eventType, body, createdAt, prevHash }',
   }),
+  linkReceipt: Type.Optional(
+    Type.Object(Receipt.properties, {
+      description:
+        'Signed when the event was appended (kind evidence-event, subjectId the evidenceId) over { evidenceChainId, evidenceId, sequence, hash }. As hash covers prevHash, a signed link also covers every event before it and the intent. Absent on events stored before links were signed.',
+    }),
+  ),
 });
+
+export const ChainHead = Type.Object(
+  {
+    evidenceChainId: Type.String(),
+    length: Type.Integer({ minimum: 0, description: 'How many events the chain had when it was read' }),
+    headHash: Type.String({ description: 'The hash of the last event' }),
+    issuedAt: DateTime('When the chain was read'),
+    receipt: Type.Object(Receipt.properties, { description: 'Signed at read time (kind evidence-head, subjectId the chain) over { evidenceChainId, length, headHash, issuedAt }' }),
+  },
+  { description: 'The signed end of the chain as read: a copy missing its last events no longer matches it' },
+);
 
 const StoredIntent = Type.Object({
   policyId: Type.String(),
@@ -79,6 +96,7 @@ export const EvidenceChain = Type.Object({
   intentDigest: Type.String(),
   createdAt: DateTime(),
   events: Type.Array(ChainEventSchema, { description: 'In sequence order' }),
+  head: ChainHead,
 });
 
 export const Reconciliation = StringEnum(['NOT_SUBMITTED', ...SETTLEMENT_RESULTS] as const);

@@ -7,7 +7,8 @@ import type { DecisionService } from '../spend-policy/decisions.js';
 import { toDecision } from '../spend-policy/decisions.js';
 import { authorizePolicy, loadPolicy, type PolicyRow } from '../spend-policy/policies.js';
 import type { Decision } from '../spend-policy/protected-schemas.js';
-import { intentDigestOf, normaliseIntent, type Intent } from './hashing.js';
+import type { ReceiptSigner } from '../../platform/receipts.js';
+import { HEAD_RECEIPT_KIND, headSubject, intentDigestOf, normaliseIntent, type ChainHead, type Intent } from './hashing.js';
 import { EvidenceStore, storage, type ChainRow, type StoredChain } from './store.js';
 import { summarise, type Summary } from './summary.js';
 
@@ -44,8 +45,9 @@ export class EvidenceService {
     private readonly database: Database,
     private readonly decisions: DecisionService,
     private readonly limiter: RateLimiter,
+    private readonly signer: ReceiptSigner,
   ) {
-    this.store = new EvidenceStore(database);
+    this.store = new EvidenceStore(database, signer);
   }
 
   async create(input: Intent, key: AgentKey, now: Date): Promise<CreatedChain> {
@@ -96,9 +98,13 @@ export class EvidenceService {
     );
   }
 
-  async read(chainId: string, key: AgentKey, now: Date): Promise<StoredChain> {
+  /** The chain with a head signed now: its length and last hash, so a shortened copy shows. */
+  async read(chainId: string, key: AgentKey, now: Date): Promise<StoredChain & { head: ChainHead }> {
     const { chain } = await this.access(chainId, key, now);
-    return storage(() => this.store.read(this.database.db, chain));
+    const stored = await storage(() => this.store.read(this.database.db, chain));
+    const last = stored.events.at(-1);
+    const head = { evidenceChainId: stored.evidenceChainId, length: stored.events.length, headHash: last ? last.hash : stored.intentDigest, issuedAt: now.toISOString() };
+    return { ...stored, head: { ...head, receipt: this.signer.sign(HEAD_RECEIPT_KIND, stored.evidenceChainId, headSubject(head), now) } };
   }
 
   async summary(chainId: string, key: AgentKey, now: Date): Promise<Summary> {

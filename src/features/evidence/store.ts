@@ -4,7 +4,8 @@ import type { EvidenceChainsTable } from '../../platform/db/schema.js';
 import type { Tx } from '../../platform/db/tx.js';
 import { AppError } from '../../platform/errors.js';
 import { newId } from '../../platform/ids.js';
-import { linkEvent, type ChainEvent, type EventType, type Intent } from './hashing.js';
+import type { Receipt, ReceiptSigner } from '../../platform/receipts.js';
+import { LINK_RECEIPT_KIND, linkEvent, linkSubject, type ChainEvent, type EventType, type Intent } from './hashing.js';
 
 export type ChainRow = Selectable<EvidenceChainsTable>;
 
@@ -24,7 +25,11 @@ export interface StoredChain {
  * (chain, sequence) index refuses a second event at the same place should that ever fail.
  */
 export class EvidenceStore {
-  constructor(private readonly database: Database) {}
+  /** `signer` signs each appended event's link; a store that only reads or purges needs none. */
+  constructor(
+    private readonly database: Database,
+    private readonly signer?: ReceiptSigner,
+  ) {}
 
   get db() {
     return this.database.db;
@@ -57,6 +62,7 @@ export class EvidenceStore {
       createdAt: r.created_at,
       prevHash: r.prev_hash,
       hash: r.hash,
+      ...(r.link_receipt ? { linkReceipt: JSON.parse(r.link_receipt) as Receipt } : {}),
     }));
   }
 
@@ -68,21 +74,29 @@ export class EvidenceStore {
     await tx.insertInto('evidence_chains').values(row).execute();
   }
 
-  /** Appends an event after the chain's last one; call under the chain's lock. */
+  /**
+   * Appends an event after the chain's last one and signs its link; call under the chain's lock.
+   * createdAt never goes back: a request that read the clock before another one appended takes
+   * the last event's time instead, so createdAt is non-decreasing along every chain.
+   */
   async append(tx: Tx, chain: ChainRow, eventType: EventType, body: Record<string, unknown>, now: Date): Promise<ChainEvent> {
+    if (!this.signer) throw new Error('EvidenceStore.append needs a receipt signer');
     const last = await tx
       .selectFrom('evidence_events')
-      .select(['sequence', 'hash'])
+      .select(['sequence', 'hash', 'created_at'])
       .where('chain_id', '=', chain.id)
       .orderBy('sequence', 'desc')
       .limit(1)
       .executeTakeFirst();
-    const event = linkEvent(chain.id, chain.intent_digest, last && { sequence: Number(last.sequence), hash: last.hash }, {
+    const at = now.toISOString();
+    const linked = linkEvent(chain.id, chain.intent_digest, last && { sequence: Number(last.sequence), hash: last.hash }, {
       evidenceId: newId('ev'),
       eventType,
       body,
-      createdAt: now.toISOString(),
+      createdAt: last && last.created_at > at ? last.created_at : at,
     });
+    const linkReceipt = this.signer.sign(LINK_RECEIPT_KIND, linked.evidenceId, linkSubject(chain.id, linked), now);
+    const event: ChainEvent = { ...linked, linkReceipt };
     await tx
       .insertInto('evidence_events')
       .values({
@@ -94,6 +108,7 @@ export class EvidenceStore {
         created_at: event.createdAt,
         prev_hash: event.prevHash,
         hash: event.hash,
+        link_receipt: JSON.stringify(linkReceipt),
       })
       .execute();
     return event;

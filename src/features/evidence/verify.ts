@@ -1,13 +1,30 @@
 import { createPublicKey, verify as verifySignature } from 'node:crypto';
 import { canonicalJson, digestOf } from '../../platform/canonical.js';
 import { compileBodyValidator } from '../../platform/http.js';
-import { eventHash, intentDigestOf, nextLink, normaliseIntent, type ChainEvent, type Intent } from './hashing.js';
+import {
+  EVENT_TYPES,
+  HEAD_RECEIPT_KIND,
+  LINK_RECEIPT_KIND,
+  eventHash,
+  headSubject,
+  intentDigestOf,
+  linkSubject,
+  nextLink,
+  normaliseIntent,
+  type ChainEvent,
+  type ChainHead,
+  type Intent,
+} from './hashing.js';
 import { Intent as IntentSchema } from './schemas.js';
+import { FINAL_RESULTS, type SettlementResult } from './settlement.js';
 
 /**
  * Offline audit of a chain as GET /api/evidence-chains/{id} returned it, trusting neither the
- * database nor the service: recomputes the intent digest and every event hash and link, and
- * verifies every signed receipt against the service's published keys (JWKS).
+ * database nor the service: recomputes the intent digest and every event hash and link, checks
+ * the order of events, and verifies every signature against the service's published keys
+ * (JWKS): each event's body receipt, each event's link receipt (over its hash, so over its
+ * place in the chain and everything before it) and the head (the chain's length and last hash
+ * when it was read). Whoever holds the JSON can recompute the hashes, but not these signatures.
  */
 
 export interface JwksDocument {
@@ -19,11 +36,17 @@ export interface ChainVerification {
   evidenceChainId: string | null;
   intentDigest: string | null;
   events: number;
+  /** Body receipts (the decision's, the preflight's, each settlement's) that verified */
   receiptsVerified: number;
+  /** Events whose link receipt verified */
+  linksVerified: number;
+  /** Whether the document carried a head whose receipt verified and which matches its events */
+  headVerified: boolean;
   problems: string[];
 }
 
 interface ReceiptLike {
+  kind?: unknown;
   subjectId?: unknown;
   digest?: unknown;
   keyId?: unknown;
@@ -32,12 +55,14 @@ interface ReceiptLike {
 }
 
 const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
+const ISO_INSTANT = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,9})?Z$/;
 
 /** Checks one receipt over `subject`; returns the problem, or null when it verifies. */
-export function receiptProblem(receipt: unknown, subject: unknown, subjectId: string, jwks: JwksDocument): string | null {
+export function receiptProblem(receipt: unknown, subject: unknown, subjectId: string, jwks: JwksDocument, kind?: string): string | null {
   if (!isObject(receipt)) return 'receipt missing';
   const r = receipt as ReceiptLike;
   if (r.alg !== 'EdDSA') return `receipt alg ${String(r.alg)} is not EdDSA`;
+  if (kind !== undefined && r.kind !== kind) return `receipt kind ${String(r.kind)}, expected ${kind}`;
   if (r.subjectId !== subjectId) return `receipt names subject ${String(r.subjectId)}, expected ${subjectId}`;
   if (typeof r.digest !== 'string' || r.digest !== digestOf(subject)) return 'receipt digest does not match the content';
   const jwk = jwks.keys.find((k) => k.kid === r.keyId);
@@ -90,10 +115,62 @@ function eventShapeProblem(raw: unknown): string | null {
     if (typeof raw[field] !== 'string') return `${field} is not a string`;
   }
   if (!Number.isSafeInteger(raw.sequence)) return 'sequence is not an integer';
+  if (!(EVENT_TYPES as readonly string[]).includes(raw.eventType as string)) return `unknown eventType ${String(raw.eventType)}`;
+  if (!ISO_INSTANT.test(raw.createdAt as string) || Number.isNaN(Date.parse(raw.createdAt as string))) return 'createdAt is not a UTC date-time';
   if (raw.eventType === 'TRANSACTION_PREFLIGHT_COMPLETED' && (!isObject(raw.body.input) || typeof raw.body.inputDigest !== 'string')) {
     return 'a preflight event needs body.input (an object) and body.inputDigest';
   }
   return null;
+}
+
+/**
+ * The order the service writes events in: one PRECHECK_COMPLETED, first; at most one preflight;
+ * no settlement after a final one (MATCH, MISMATCH, FAILED); each evidenceId once; createdAt
+ * never going back. Signatures already bind every event to its place; this names what a
+ * rearranged chain looks like, and holds the service to its own rules.
+ */
+class Grammar {
+  private readonly ids = new Map<string, number>();
+  private preflightAt = 0;
+  private finalAt: { n: number; result: string } | undefined;
+  private lastCreatedAt: string | undefined;
+
+  problems(n: number, e: ChainEvent): string[] {
+    const out: string[] = [];
+    const at = `event ${n}`;
+    if (n === 1 && e.eventType !== 'PRECHECK_COMPLETED') out.push(`${at}: a chain starts with PRECHECK_COMPLETED`);
+    if (n > 1 && e.eventType === 'PRECHECK_COMPLETED') out.push(`${at}: a second PRECHECK_COMPLETED (a chain has exactly one, first)`);
+    if (e.eventType === 'TRANSACTION_PREFLIGHT_COMPLETED') {
+      if (this.preflightAt) out.push(`${at}: a second TRANSACTION_PREFLIGHT_COMPLETED (event ${this.preflightAt} is the chain's preflight)`);
+      else this.preflightAt = n;
+    }
+    if (e.eventType === 'SETTLEMENT_RECONCILED') {
+      if (this.finalAt) out.push(`${at}: SETTLEMENT_RECONCILED after the final result ${this.finalAt.result} of event ${this.finalAt.n}`);
+      const result = e.body.result;
+      if (!this.finalAt && typeof result === 'string' && FINAL_RESULTS.has(result as SettlementResult)) this.finalAt = { n, result };
+    }
+    const seen = this.ids.get(e.evidenceId);
+    if (seen) out.push(`${at}: evidenceId ${e.evidenceId} is also event ${seen}'s`);
+    else this.ids.set(e.evidenceId, n);
+    if (this.lastCreatedAt !== undefined && Date.parse(e.createdAt) < Date.parse(this.lastCreatedAt)) out.push(`${at}: createdAt ${e.createdAt} is before the previous event's`);
+    this.lastCreatedAt = e.createdAt;
+    return out;
+  }
+}
+
+/** The head must be signed and describe exactly these events. */
+function headProblems(head: unknown, chainId: string, events: unknown[], jwks: JwksDocument): string[] {
+  if (head === undefined) return ['no signed head: events may have been cut off the end (read the chain from the service again to get one)'];
+  if (!isObject(head)) return ['head: malformed'];
+  const h = head as unknown as ChainHead;
+  const out: string[] = [];
+  if (h.evidenceChainId !== chainId) out.push('head: names another chain');
+  if (h.length !== events.length) out.push(`head: the chain had ${String(h.length)} event(s) when read, this document has ${events.length}`);
+  const last = events.at(-1);
+  if (!isObject(last) || h.headHash !== last.hash) out.push("head: headHash is not the last event's hash");
+  const problem = receiptProblem(h.receipt, headSubject(h), chainId, jwks, HEAD_RECEIPT_KIND);
+  if (problem) out.push(`head: ${problem}`);
+  return out;
 }
 
 export function verifyChain(doc: unknown, jwks: JwksDocument): ChainVerification {
@@ -103,6 +180,8 @@ export function verifyChain(doc: unknown, jwks: JwksDocument): ChainVerification
     intentDigest: null,
     events: 0,
     receiptsVerified: 0,
+    linksVerified: 0,
+    headVerified: false,
     ...extra,
     problems,
     ok: problems.length === 0,
@@ -126,6 +205,9 @@ export function verifyChain(doc: unknown, jwks: JwksDocument): ChainVerification
   if (doc.requestId !== undefined && doc.requestId !== intent.requestId) problems.push('requestId differs from the intent');
 
   let receipts = 0;
+  let links = 0;
+  const unsigned: number[] = [];
+  const grammar = new Grammar();
   let last: ChainEvent | undefined;
   doc.events.forEach((raw, i) => {
     const at = `event ${i + 1}`;
@@ -138,10 +220,11 @@ export function verifyChain(doc: unknown, jwks: JwksDocument): ChainVerification
     try {
       const e = raw as unknown as ChainEvent;
       const link = nextLink(doc.intentDigest as string, last);
+      const hash = eventHash(chainId, e);
       if (e.sequence !== link.sequence) problems.push(`${at}: sequence ${String(e.sequence)}, expected ${link.sequence}`);
       if (e.prevHash !== link.prevHash) problems.push(`${at}: prevHash does not link to ${i === 0 ? 'the intent digest' : 'the previous event'}`);
-      if (e.hash !== eventHash(chainId, e)) problems.push(`${at} (${String(e.eventType)}): hash does not match its content`);
-      if (i === 0 && e.eventType !== 'PRECHECK_COMPLETED') problems.push(`${at}: a chain starts with PRECHECK_COMPLETED`);
+      if (e.hash !== hash) problems.push(`${at} (${e.eventType}): hash does not match its content`);
+      problems.push(...grammar.problems(i + 1, e));
 
       let problem: string | null;
       if (e.eventType === 'PRECHECK_COMPLETED') {
@@ -155,13 +238,35 @@ export function verifyChain(doc: unknown, jwks: JwksDocument): ChainVerification
         const { receipt, ...body } = e.body;
         problem = receiptProblem(receipt, { evidenceChainId: chainId, eventType: e.eventType, body }, chainId, jwks);
       }
-      if (problem) problems.push(`${at} (${String(e.eventType)}): ${problem}`);
+      if (problem) problems.push(`${at} (${e.eventType}): ${problem}`);
       else receipts++;
+
+      // The link receipt signs the hash recomputed here, so a recomputed chain cannot reuse it.
+      if (e.linkReceipt === undefined) unsigned.push(i + 1);
+      else {
+        const linkProblem = receiptProblem(e.linkReceipt, linkSubject(chainId, { ...e, hash }), e.evidenceId, jwks, LINK_RECEIPT_KIND);
+        if (linkProblem) problems.push(`${at} (${e.eventType}): link: ${linkProblem}`);
+        else links++;
+      }
       last = e;
     } catch (err) {
       problems.push(`${at}: malformed (${err instanceof Error ? err.message : String(err)})`);
     }
   });
   if (doc.events.length === 0) problems.push('the chain has no events');
-  return report({ evidenceChainId: chainId, intentDigest: doc.intentDigest, events: doc.events.length, receiptsVerified: receipts });
+  if (unsigned.length > 0) {
+    problems.push(
+      `event(s) ${unsigned.join(', ')}: no link receipt (stored before links were signed), so their place in the chain was not signed when they were recorded`,
+    );
+  }
+  const headIssues = headProblems(doc.head, chainId, doc.events, jwks);
+  problems.push(...headIssues);
+  return report({
+    evidenceChainId: chainId,
+    intentDigest: doc.intentDigest,
+    events: doc.events.length,
+    receiptsVerified: receipts,
+    linksVerified: links,
+    headVerified: headIssues.length === 0,
+  });
 }

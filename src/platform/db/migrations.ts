@@ -238,6 +238,18 @@ function migrations(dialect: Dialect): Record<string, Migration> {
         await sql.raw(DECIDE_IF_UNCHANGED_FUNCTION).execute(db);
       },
     },
+    '0009_evidence_link_receipts': {
+      async up(db: Kysely<any>) {
+        // The service's signature over each event's hash, made when the event is appended. Events
+        // stored before have none (null): they stay readable, and verify says their links are unsigned.
+        // Re-runnable, like 0006 to 0008: only adds the column where it is missing.
+        const existing =
+          dialect === 'postgres'
+            ? await sql`select 1 from information_schema.columns where table_schema = current_schema() and table_name = 'evidence_events' and column_name = 'link_receipt'`.execute(db)
+            : await sql`select 1 from pragma_table_info('evidence_events') where name = 'link_receipt'`.execute(db);
+        if (existing.rows.length === 0) await db.schema.alterTable('evidence_events').addColumn('link_receipt', 'text').execute();
+      },
+    },
   };
 }
 

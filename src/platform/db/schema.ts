@@ -1,4 +1,4 @@
-import type { Generated } from 'kysely';
+import type { ColumnType, Generated } from 'kysely';
 
 /**
  * Row types of every table. Timestamps are ISO-8601 UTC strings (they sort as text on both
@@ -166,6 +166,8 @@ export interface EvidenceEventsTable {
   created_at: string;
   prev_hash: string;
   hash: string;
+  /** JSON of the event's link receipt (signed over its hash); null for events stored before 0009 */
+  link_receipt: ColumnType<string | null, string | null | undefined, never>;
 }
 
 /**
