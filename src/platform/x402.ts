@@ -110,22 +110,22 @@ export function challengeProblem(gate: { status: number; headers: Record<string,
  * 2xx body) is one.
  */
 class UnansweredAwareFacilitator extends HTTPFacilitatorClient {
-  override async verify(...args: Parameters<HTTPFacilitatorClient['verify']>): ReturnType<HTTPFacilitatorClient['verify']> {
-    try {
-      return await super.verify(...args);
-    } catch (err) {
-      if (err instanceof VerifyError || err instanceof FacilitatorResponseError) throw err;
-      throw new FacilitatorResponseError(`facilitator verify unanswered: ${err instanceof Error ? err.message : String(err)}`);
-    }
+  override verify(...args: Parameters<HTTPFacilitatorClient['verify']>): ReturnType<HTTPFacilitatorClient['verify']> {
+    return verdictOrUnanswered('verify', VerifyError, () => super.verify(...args));
   }
 
-  override async settle(...args: Parameters<HTTPFacilitatorClient['settle']>): ReturnType<HTTPFacilitatorClient['settle']> {
-    try {
-      return await super.settle(...args);
-    } catch (err) {
-      if (err instanceof SettleError || err instanceof FacilitatorResponseError) throw err;
-      throw new FacilitatorResponseError(`facilitator settle unanswered: ${err instanceof Error ? err.message : String(err)}`);
-    }
+  override settle(...args: Parameters<HTTPFacilitatorClient['settle']>): ReturnType<HTTPFacilitatorClient['settle']> {
+    return verdictOrUnanswered('settle', SettleError, () => super.settle(...args));
+  }
+}
+
+/** `call`'s answer, or its failure: a verdict (`Verdict`) or timeout as thrown, anything else as unanswered. */
+async function verdictOrUnanswered<T>(what: string, Verdict: abstract new (...a: never[]) => Error, call: () => Promise<T>): Promise<T> {
+  try {
+    return await call();
+  } catch (err) {
+    if (err instanceof Verdict || err instanceof FacilitatorResponseError) throw err;
+    throw new FacilitatorResponseError(`facilitator ${what} unanswered: ${err instanceof Error ? err.message : String(err)}`);
   }
 }
 

@@ -14,6 +14,7 @@ import { ReceiptSigner } from '../../src/platform/receipts.js';
 import { ADDR, createTestApp, json, type TestApp } from '../helpers/app.js';
 import { testDialect } from '../helpers/db.js';
 import { createPolicy, type Created } from '../helpers/policies.js';
+import { relink } from '../helpers/evidence-relink.js';
 import { createChain, randomTxHash, readChain, serviceJwks, settle } from './evidence-helpers.js';
 
 /**
@@ -139,18 +140,6 @@ describe('a chain edited in the database no longer verifies', () => {
     const { code, chain } = await auditChain(evidenceChainId);
     expect(code).toBe(0);
     expect(verifyChain(chain, jwks)).toMatchObject({ ok: true, events: 3, linksVerified: 3, headVerified: true });
-    const relink = (d: any) => {
-      d.intentDigest = intentDigestOf(d.intent);
-      let prev = d.intentDigest;
-      d.events.forEach((e: any, i: number) => {
-        e.sequence = i + 1;
-        e.prevHash = prev;
-        e.hash = eventHash(d.evidenceChainId, e);
-        prev = e.hash;
-      });
-      d.head = { ...d.head, length: d.events.length, headHash: prev };
-      return d;
-    };
     const edits: Array<[string, (d: any) => void]> = [
       ['the last event dropped', (d) => d.events.pop()],
       ['the last event dropped and the head edited', (d) => relink(Object.assign(d, { events: d.events.slice(0, 2) }))],

@@ -3,6 +3,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestClient, createWalletClient, http, parseAbi, parseSignature, toHex, type Address, type Hash, type Hex } from 'viem';
 import { privateKeyToAccount } from 'viem/accounts';
+import { authorizationTypes } from '@x402/evm';
 import { USDC_ADDRESS, USDC_EIP712_DOMAIN, baseDevnetChain, fiatTokenAbi, freePort, startDevnet, type Devnet } from '../../src/devnet/index.js';
 import { Value } from 'typebox/value';
 import { PaymentProofReport, paymentProof } from '../../src/features/reports/payment-proof.js';
@@ -145,16 +146,7 @@ describe('payment proof', () => {
     const signature = await payer.signTypedData({
       domain: USDC_EIP712_DOMAIN,
       primaryType: 'TransferWithAuthorization',
-      types: {
-        TransferWithAuthorization: [
-          { name: 'from', type: 'address' },
-          { name: 'to', type: 'address' },
-          { name: 'value', type: 'uint256' },
-          { name: 'validAfter', type: 'uint256' },
-          { name: 'validBefore', type: 'uint256' },
-          { name: 'nonce', type: 'bytes32' },
-        ],
-      },
+      types: authorizationTypes,
       message,
     });
     const { r, s, v } = parseSignature(signature);

@@ -4,6 +4,7 @@
 // AuthorizationUsed. Any other Transfer in the same transaction is not that payment.
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { decodePaymentSignatureHeader } from '@x402/core/http';
+import { authorizationTypes } from '@x402/evm';
 import { encodeFunctionData, parseAbi, parseSignature, type Hex } from 'viem';
 import { privateKeyToAccount } from 'viem/accounts';
 import { devnetClients, MULTICALL3_ADDRESS, USDC_ADDRESS, USDC_EIP712_DOMAIN } from '../../src/devnet/index.js';
@@ -26,16 +27,6 @@ const usdcAbi = parseAbi([
   'function transferWithAuthorization(address from, address to, uint256 value, uint256 validAfter, uint256 validBefore, bytes32 nonce, uint8 v, bytes32 r, bytes32 s)',
 ]);
 const multicallAbi = parseAbi(['function aggregate3((address target, bool allowFailure, bytes callData)[] calls) payable returns ((bool success, bytes returnData)[])']);
-const AUTHORIZATION_TYPES = {
-  TransferWithAuthorization: [
-    { name: 'from', type: 'address' },
-    { name: 'to', type: 'address' },
-    { name: 'value', type: 'uint256' },
-    { name: 'validAfter', type: 'uint256' },
-    { name: 'validBefore', type: 'uint256' },
-    { name: 'nonce', type: 'bytes32' },
-  ],
-} as const;
 
 interface Authorization { from: Hex; to: Hex; value: bigint; validAfter: bigint; validBefore: bigint; nonce: Hex }
 const transferCall = (a: Authorization, signature: Hex) => {
@@ -78,7 +69,7 @@ it('a transaction that pays one report and only uses up a second authorization r
   // second's nonce is used up by a new authorization of 0 USDC from the payer to himself.
   const first = authorizationOf(paid);
   const worthless: Authorization = { from: payerAccount.address, to: payerAccount.address, value: 0n, validAfter: 0n, validBefore: 2n ** 40n, nonce: authorizationOf(unpaid).authorization.nonce };
-  const worthlessSignature = await payerAccount.signTypedData({ domain: USDC_EIP712_DOMAIN, types: AUTHORIZATION_TYPES, primaryType: 'TransferWithAuthorization', message: worthless });
+  const worthlessSignature = await payerAccount.signTypedData({ domain: USDC_EIP712_DOMAIN, types: authorizationTypes, primaryType: 'TransferWithAuthorization', message: worthless });
   const { walletOf, mined } = devnetClients(base.devnet.rpcUrl, 'settlement-proof');
   const tx = await walletOf(payerAccount).writeContract({
     address: MULTICALL3_ADDRESS,

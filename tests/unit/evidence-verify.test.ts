@@ -18,6 +18,7 @@ import {
   type Intent,
 } from '../../src/features/evidence/hashing.js';
 import { receiptProblem, verifyChain } from '../../src/features/evidence/verify.js';
+import { relink } from '../helpers/evidence-relink.js';
 import { digestOf } from '../../src/platform/canonical.js';
 import { ReceiptSigner } from '../../src/platform/receipts.js';
 
@@ -197,19 +198,6 @@ describe('verifyChain', () => {
     const settlement = (result: string): [ChainEvent['eventType'], Record<string, unknown>] => ['SETTLEMENT_RECONCILED', bodyOf('SETTLEMENT_RECONCILED', { txHash: '0xab', result })];
     const real = () => clone(signedChain([PRECHECK, PREFLIGHT, settlement('UNKNOWN'), settlement('MATCH')]));
 
-    /** What anyone holding the JSON can do after an edit: recompute every unkeyed hash and link. */
-    function relink(d: ReturnType<typeof real>) {
-      d.intentDigest = intentDigestOf(d.intent);
-      let prev = d.intentDigest;
-      d.events.forEach((e, i) => {
-        e.sequence = i + 1;
-        e.prevHash = prev;
-        e.hash = eventHash(d.evidenceChainId, e);
-        prev = e.hash;
-      });
-      d.head = { ...d.head, length: d.events.length, headHash: prev };
-      return d;
-    }
 
     it('the chain as the service wrote it verifies, links and head included', () => {
       expect(verifyChain(real(), jwks)).toMatchObject({ ok: true, events: 4, receiptsVerified: 4, linksVerified: 4, headVerified: true });
