@@ -1,3 +1,5 @@
+import { execFile } from 'node:child_process';
+import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { run } from '../../src/cli.js';
 import { ADDR, createTestApp, json, type TestApp } from '../helpers/app.js';
@@ -66,5 +68,12 @@ describe.skipIf(testDialect !== 'sqlite')('operator CLI', () => {
     expect(res.statusCode).toBe(410);
     expect(await cli('purge')).toBe(0);
     expect(JSON.parse(lines[1]!)).toEqual({ leads: 0, policies: 0, orders: 0 });
+  });
+
+  it('as a command (bin/paywarden.mjs), exits 0 once it has closed the database', async () => {
+    // A cron job reads the exit code: closing the database must not end the process early
+    // (Node's exit code 13, an unsettled top-level await) and so report a failure.
+    const { stdout } = await promisify(execFile)(process.execPath, ['bin/paywarden.mjs', 'purge'], { env: { ...process.env, DATABASE_URL: t.database.url } });
+    expect(JSON.parse(stdout)).toEqual({ leads: 0, policies: 0, orders: 0 });
   });
 });

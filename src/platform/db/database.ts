@@ -201,9 +201,15 @@ function startCheckpointer(
     },
     async stop() {
       if (exited) return;
+      // Held open until the worker has closed its connection (2 s at most): the worker is
+      // unref'd, and a process with nothing else left to wait on would otherwise end here, with
+      // close() never settling (exit code 13 for a script that awaits it at top level).
+      worker.ref();
       const gone = new Promise<void>((done) => worker.once('exit', () => done()));
       worker.postMessage('stop');
-      await Promise.race([gone, new Promise<void>((done) => setTimeout(done, 2000).unref())]);
+      let timer: NodeJS.Timeout | undefined;
+      await Promise.race([gone, new Promise<void>((done) => (timer = setTimeout(done, 2000)))]);
+      clearTimeout(timer);
       await worker.terminate();
     },
   };
