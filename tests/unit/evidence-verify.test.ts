@@ -68,6 +68,7 @@ describe('verifyChain', () => {
       linksVerified: 2,
       headVerified: true,
       problems: [],
+      warnings: [],
     });
   });
 
@@ -254,12 +255,22 @@ describe('verifyChain', () => {
       expect(verifyChain(clone(signedChain([PRECHECK, settlement('PENDING'), settlement('UNKNOWN'), settlement('MATCH'), PREFLIGHT])), jwks).ok).toBe(true);
     });
 
-    it('a chain stored before links were signed is read and reported as unsigned, not crashed on', () => {
+    it('a chain stored before links were signed verifies under its signed head, with a warning that its links are unsigned', () => {
       const d = real();
       for (const e of d.events.slice(0, 2)) delete e.linkReceipt;
       const v = verifyChain(clone(d), jwks);
-      expect(v).toMatchObject({ ok: false, events: 4, receiptsVerified: 4, linksVerified: 2, headVerified: true });
-      expect(v.problems).toEqual([expect.stringMatching(/^event\(s\) 1, 2: no link receipt \(stored before links were signed\)/)]);
+      expect(v).toMatchObject({ ok: true, events: 4, receiptsVerified: 4, linksVerified: 2, headVerified: true, problems: [] });
+      expect(v.warnings).toEqual([expect.stringMatching(/^event\(s\) 1, 2: no link receipt \(stored before links were signed\).*signed head covers them/)]);
+      // Without the head nothing covers them: not ok.
+      const headless = clone(d) as Record<string, unknown>;
+      delete headless.head;
+      const w = verifyChain(headless, jwks);
+      expect(w.ok).toBe(false);
+      expect(w.problems).toContainEqual(expect.stringMatching(/^event\(s\) 1, 2: no link receipt/));
+      // Nor can their links be stripped to rearrange them: the head signs the last hash.
+      const stripped = relink(Object.assign(clone(d), { events: [d.events[0], d.events[2], d.events[1], d.events[3]] }));
+      for (const e of stripped.events) delete e.linkReceipt;
+      expect(verifyChain(stripped, jwks).ok).toBe(false);
     });
   });
 });

@@ -24,7 +24,7 @@ function verifyOrReport(chain: unknown, jwks: JwksDocument): ChainVerification {
     return verifyChain(chain, jwks);
   } catch (err) {
     const problem = `the document could not be checked: ${err instanceof Error ? err.message : String(err)}`;
-    return { ok: false, evidenceChainId: null, intentDigest: null, events: 0, receiptsVerified: 0, linksVerified: 0, headVerified: false, problems: [problem] };
+    return { ok: false, evidenceChainId: null, intentDigest: null, events: 0, receiptsVerified: 0, linksVerified: 0, headVerified: false, problems: [problem], warnings: [] };
   }
 }
 

@@ -43,6 +43,8 @@ export interface ChainVerification {
   /** Whether the document carried a head whose receipt verified and which matches its events */
   headVerified: boolean;
   problems: string[];
+  /** What the audit could not check but does not make the chain fail (events without a link receipt under a verified head) */
+  warnings: string[];
 }
 
 interface ReceiptLike {
@@ -175,6 +177,7 @@ function headProblems(head: unknown, chainId: string, events: unknown[], jwks: J
 
 export function verifyChain(doc: unknown, jwks: JwksDocument): ChainVerification {
   const problems: string[] = [];
+  const warnings: string[] = [];
   const report = (extra: Partial<ChainVerification> = {}): ChainVerification => ({
     evidenceChainId: null,
     intentDigest: null,
@@ -184,6 +187,7 @@ export function verifyChain(doc: unknown, jwks: JwksDocument): ChainVerification
     headVerified: false,
     ...extra,
     problems,
+    warnings,
     ok: problems.length === 0,
   });
   if (!isObject(doc) || typeof doc.evidenceChainId !== 'string' || !isObject(doc.intent) || typeof doc.intentDigest !== 'string' || !Array.isArray(doc.events)) {
@@ -254,13 +258,16 @@ export function verifyChain(doc: unknown, jwks: JwksDocument): ChainVerification
     }
   });
   if (doc.events.length === 0) problems.push('the chain has no events');
-  if (unsigned.length > 0) {
-    problems.push(
-      `event(s) ${unsigned.join(', ')}: no link receipt (stored before links were signed), so their place in the chain was not signed when they were recorded`,
-    );
-  }
   const headIssues = headProblems(doc.head, chainId, doc.events, jwks);
   problems.push(...headIssues);
+  if (unsigned.length > 0) {
+    // Events stored before links were signed have none. A verified head signs the last hash,
+    // which covers every event and the intent, so the chain as read cannot have been edited,
+    // cut or rearranged since; only their place at the time they were recorded is unsigned.
+    // Without a verified head nothing covers them, and the head's problem already fails the audit.
+    const unsignedLinks = `event(s) ${unsigned.join(', ')}: no link receipt (stored before links were signed), so their place in the chain was not signed when they were recorded`;
+    (headIssues.length === 0 ? warnings : problems).push(headIssues.length === 0 ? `${unsignedLinks}; the signed head covers them as read` : unsignedLinks);
+  }
   return report({
     evidenceChainId: chainId,
     intentDigest: doc.intentDigest,
