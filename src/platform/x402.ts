@@ -53,12 +53,42 @@ export function paymentIdentity(header: string): { payload: PaymentPayload; auth
     throw new AppError('invalid_request', NOT_A_PAYLOAD);
   }
   if (typeof payload !== 'object' || payload === null || Array.isArray(payload)) throw new AppError('invalid_request', NOT_A_PAYLOAD);
-  const auth = (payload.payload as { authorization?: { from?: unknown; nonce?: unknown } } | null | undefined)?.authorization;
-  if (payload.x402Version !== 2 || typeof auth?.from !== 'string' || typeof auth.nonce !== 'string') {
+  const exact = payload.payload as { authorization?: Record<string, unknown>; signature?: unknown } | null | undefined;
+  const auth = exact?.authorization;
+  if (payload.x402Version !== 2 || typeof auth !== 'object' || auth === null) {
     throw new AppError('invalid_request', 'PAYMENT-SIGNATURE must be an x402 v2 exact EIP-3009 authorization');
   }
-  return { payload, authId: `${auth.from.toLowerCase()}:${auth.nonce.toLowerCase()}`, payer: auth.from, digest };
+  // Every field in the form EIP-3009 gives it: a field the facilitator cannot read is the caller's
+  // mistake (400), not a facilitator that did not answer (its error for such a payload reads as one).
+  for (const [field, pattern] of AUTHORIZATION_FIELDS) {
+    if (typeof auth[field] !== 'string' || !pattern.test(auth[field])) {
+      throw new AppError('invalid_request', `PAYMENT-SIGNATURE: authorization.${field} is not ${DESCRIBED.get(pattern)}`);
+    }
+  }
+  if (typeof exact!.signature !== 'string' || !HEX_BYTES.test(exact!.signature)) {
+    throw new AppError('invalid_request', 'PAYMENT-SIGNATURE: signature is not 0x-prefixed hex bytes');
+  }
+  const from = auth.from as string;
+  return { payload, authId: `${from.toLowerCase()}:${(auth.nonce as string).toLowerCase()}`, payer: from, digest };
 }
+
+const ADDRESS = /^0x[0-9a-fA-F]{40}$/;
+const UINT256 = /^[0-9]{1,78}$/;
+const BYTES32 = /^0x[0-9a-fA-F]{64}$/;
+const HEX_BYTES = /^0x(?:[0-9a-fA-F]{2})+$/;
+const DESCRIBED = new Map([
+  [ADDRESS, 'an address (0x and 40 hex digits)'],
+  [UINT256, 'a whole number in decimal digits'],
+  [BYTES32, 'a 32-byte hex value (0x and 64 hex digits)'],
+]);
+const AUTHORIZATION_FIELDS: Array<[string, RegExp]> = [
+  ['from', ADDRESS],
+  ['to', ADDRESS],
+  ['value', UINT256],
+  ['validAfter', UINT256],
+  ['validBefore', UINT256],
+  ['nonce', BYTES32],
+];
 
 /** Why the SDK answered with a challenge: the `error` of its PAYMENT-REQUIRED header. */
 function challengeReason(headers: Record<string, string>): string {

@@ -11,8 +11,17 @@ beforeAll(async () => {
 afterAll(async () => t?.close());
 
 const b64 = (text: string) => Buffer.from(text, 'utf8').toString('base64');
-const authorization = { from: '0x1111111111111111111111111111111111111111', nonce: `0x${'ab'.repeat(32)}` };
-const v2 = (extra: string) => b64(`{"x402Version":2,"payload":{"authorization":${JSON.stringify(authorization)}}${extra}}`);
+const authorization = {
+  from: '0x1111111111111111111111111111111111111111',
+  to: '0x5555555555555555555555555555555555555555',
+  value: '1000',
+  validAfter: '0',
+  validBefore: '1900000000',
+  nonce: `0x${'ab'.repeat(32)}`,
+};
+const SIGNATURE = `0x${'cd'.repeat(65)}`;
+const v2 = (extra: string, auth: Record<string, unknown> = authorization, signature: unknown = SIGNATURE) =>
+  b64(`{"x402Version":2,"payload":{"authorization":${JSON.stringify(auth)},"signature":${JSON.stringify(signature)}}${extra}}`);
 
 it.each([
   ['not base64 at all', '%%%'],
@@ -24,8 +33,17 @@ it.each([
   ['no authorization', b64('{"x402Version":2,"payload":{}}')],
   ['x402 version 1', b64(`{"x402Version":1,"payload":{"authorization":${JSON.stringify(authorization)}}}`)],
   ['a number too large for a double (1e999)', v2(',"junk":1e999')],
+  // Fields the facilitator cannot read: the caller's mistake, never "the facilitator did not answer"
+  ['validBefore that is not a number', v2('', { ...authorization, validBefore: 'soon' })],
+  ['value that is not a number', v2('', { ...authorization, value: 'one' })],
+  ['a negative value', v2('', { ...authorization, value: '-1' })],
+  ['a payee that is not an address', v2('', { ...authorization, to: '0x1234' })],
+  ['a nonce that is not 32 bytes', v2('', { ...authorization, nonce: '0xabcd' })],
+  ['no nonce', v2('', { ...authorization, nonce: undefined })],
+  ['a signature that is not hex', v2('', authorization, 'nope')],
+  ['no signature', v2('', authorization, null)],
 ])('PAYMENT-SIGNATURE with %s: 400 invalid_request', async (_what, signature) => {
   const res = await t.app.inject({ method: 'GET', url: '/api/quick-check', headers: { 'payment-signature': signature } });
   const problem = expectProblem(res, 400, 'invalid_request');
-  expect(problem.detail).toMatch(/^PAYMENT-SIGNATURE /);
+  expect(problem.detail).toMatch(/^PAYMENT-SIGNATURE\b/);
 });
