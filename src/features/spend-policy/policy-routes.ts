@@ -22,12 +22,13 @@ const adminSecurity = [{ adminKey: [] }];
 
 /**
  * `If-Match: "3"` (the ETag of GET; bare 3 is accepted too) names the revision the administrator
- * last read. If-Match compares strongly (RFC 9110), so a weak tag such as W/"3" never matches: 412.
+ * last read. W/"3" names it too: the ETag is the revision itself, not a digest of the bytes, and a
+ * proxy that compresses the JSON (nginx with gzip) weakens it on the way, so refusing weak tags
+ * would make If-Match unusable behind one. Anything else (an unbalanced quote, a list) is a 400.
  */
 function ifMatchRevision(header: string | undefined): number | undefined {
   if (header === undefined || header.trim() === '*') return undefined;
-  if (/^\s*W\/"\d{1,9}"\s*$/.test(header)) throw new AppError('precondition_failed', 'If-Match compares strong entity tags; a weak one (W/"…") never matches');
-  const m = /^\s*(?:"(\d{1,9})"|(\d{1,9}))\s*$/.exec(header);
+  const m = /^\s*(?:(?:W\/)?"(\d{1,9})"|(\d{1,9}))\s*$/.exec(header);
   if (!m) throw new AppError('invalid_request', 'If-Match must be the policy revision, e.g. "3"');
   return Number(m[1] ?? m[2]);
 }
