@@ -129,17 +129,6 @@ describe('report contents', () => {
     const report = await preflight(preflightCase('payment to a poisoned look-alike', sc).input as PreflightInput);
     expect(report.findings[0]!.evidence).toEqual({ recipient: sc.who.lookalike, resembles: [sc.who.payee] });
   });
-
-  it('a token-risk BLOCK for the destination blocks', async () => {
-    const asked: string[] = [];
-    const tokenRisk = async (a: Address) => (asked.push(a), 'BLOCK' as const);
-    const report = await preflight(preflightCase('plain USDC transfer', sc).input as PreflightInput, rpc, { tokenRisk });
-    expect(asked).toEqual([USDC_ADDRESS]);
-    expect(report.verdict.decision).toBe('BLOCK');
-    expect(report.findings.map((f) => f.code)).toEqual(['token_risk_block']);
-    const failing = await preflight(preflightCase('plain USDC transfer', sc).input as PreflightInput, rpc, { tokenRisk: async () => Promise.reject(new Error('down')) });
-    expect(failing.verdict.decision).toBe('ALLOW');
-  });
 });
 
 describe('nodes without eth_simulateV1 or debug_traceCall', () => {

@@ -62,7 +62,6 @@ export function evidence(s: Setup = {}): PreflightEvidence {
     movements: s.movements ?? [],
     counterparties: s.counterparties === undefined ? [] : s.counterparties,
     counterpartiesFailed: s.counterpartiesFailed ?? false,
-    tokenRisk: s.tokenRisk ?? null,
   };
 }
 export const codes = (f: Finding[]) => f.map((x) => `${x.severity}:${x.code}`);

@@ -105,28 +105,45 @@ describe('POST /api/token-risk (0.25 USDC, official x402 client)', () => {
   });
 });
 
-describe('a paid token-risk verdict is evidence for later preflights', () => {
-  it('a preflight of a transfer of the honeypot token reports token_risk_block from its bought token risk', async () => {
-    const honeypot = devnet.zoo!.tokens.honeypot;
-    const from = s.devnet.accounts[PAYER]!.address;
-    const transfer = encodeFunctionData({
-      abi: parseAbi(['function transfer(address to, uint256 amount) returns (bool)']),
-      functionName: 'transfer',
-      args: [s.devnet.accounts[3]!.address, 1n],
+// The paid preflight is a function of the transaction and the chain state only: token-risk
+// reports other customers bought (possibly days ago, possibly about a wallet or a router that is
+// no token at all) neither decide nor colour its verdict.
+describe('token-risk reports bought by others do not change a paid preflight', () => {
+  const OTHER = 7; // the customer asking for the preflight; PAYER buys the token-risk reports
+  const preflight = async (input: Record<string, unknown>) => {
+    const res = await s.payingFetch(OTHER)(`${s.url}/api/transaction-preflight`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ chain: 'base', ...input }),
     });
-    const preflight = async () => {
-      const res = await s.payingFetch(PAYER)(`${s.url}/api/transaction-preflight`, {
-        method: 'POST',
-        headers: { 'content-type': 'application/json' },
-        body: JSON.stringify({ chain: 'base', to: honeypot, from, data: transfer }),
-      });
-      expect(res.status).toBe(200);
-      return (await res.json()) as { findings: Array<{ code: string }>; verdict: { decision: string } };
-    };
-    // The honeypot's token risk is bought here (and by the tests above): BLOCK.
-    expect((await paidReport(honeypot)).verdict.decision).toBe('BLOCK');
-    const after = await preflight();
-    expect(after.findings.map((f) => f.code)).toContain('token_risk_block');
-    expect(after.verdict.decision).toBe('BLOCK');
+    expect(res.status).toBe(200);
+    const report = (await res.json()) as { verdict: { decision: string }; findings: Array<{ code: string }> };
+    return { decision: report.verdict.decision, codes: report.findings.map((f) => f.code) };
+  };
+  const transfer = (to: string, amount: bigint) =>
+    encodeFunctionData({ abi: parseAbi(['function transfer(address to, uint256 amount) returns (bool)']), functionName: 'transfer', args: [to as `0x${string}`, amount] });
+
+  it.each([
+    ['a plain USDC payment (token risk of USDC: WARN)', () => ({ to: USDC_ADDRESS, from: s.devnet.accounts[OTHER]!.address, data: transfer(s.devnet.accounts[3]!.address, 1_500_000n) }), USDC_ADDRESS, { decision: 'ALLOW', codes: [] }],
+    ['0.001 ETH to a wallet (token risk of a wallet: BLOCK, no_contract_code)', () => ({ to: s.devnet.accounts[4]!.address, from: s.devnet.accounts[OTHER]!.address, valueWei: '1000000000000000' }), 'to', { decision: 'ALLOW', codes: [] }],
+    ['a swap through the router (token risk of the router: BLOCK, not_erc20)', () => ({
+      to: devnet.zoo!.router,
+      from: s.devnet.accounts[OTHER]!.address,
+      valueWei: '10000000000000000',
+      data: encodeFunctionData({
+        abi: parseAbi(['function swapExactETHForTokens(uint256,address[],address,uint256) payable returns (uint256[])']),
+        functionName: 'swapExactETHForTokens',
+        args: [0n, [devnet.zoo!.weth, USDC_ADDRESS], s.devnet.accounts[OTHER]!.address, 2n ** 40n],
+      }),
+    }), 'to', null],
+    ['a transfer of the honeypot token (token risk: BLOCK, sell_reverts)', () => ({ to: devnet.zoo!.tokens.honeypot, from: s.devnet.accounts[PAYER]!.address, data: transfer(s.devnet.accounts[3]!.address, 1n) }), 'to', null],
+  ] as const)('%s', async (_name, input, bought, expected) => {
+    const tx = input();
+    const before = await preflight(tx);
+    await paidReport(bought === 'to' ? tx.to : bought);
+    const after = await preflight(tx);
+    expect(after).toEqual(before);
+    expect(after.codes.filter((c) => c.startsWith('token_risk'))).toEqual([]);
+    if (expected) expect(after).toEqual(expected);
   });
 });

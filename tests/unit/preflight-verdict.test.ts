@@ -5,7 +5,7 @@ import { DEAD_ADDRESS, NATIVE_TOKEN, USDC } from '../../src/features/preflight/k
 import type { DecodedRevert } from '../../src/features/preflight/revert.js';
 import type { DelegateCall } from '../../src/features/preflight/trace.js';
 import { verdictOf } from '../../src/features/preflight/verdict.js';
-import { CONTRACT, EOA, NOW, SENDER, TOKEN, codes, enc, evidence, move, run } from '../helpers/preflight-evidence.js';
+import { CONTRACT, EOA, NOW, SENDER, TOKEN, codes, enc, evidence, move, reverted, run } from '../helpers/preflight-evidence.js';
 
 describe('call trace', () => {
   const dc = (d: Partial<DelegateCall>): DelegateCall => ({ context: CONTRACT, target: TOKEN, selector: '0x12345678', forwarding: false, selfCall: false, inSenderContext: false, reverted: false, ...d });
@@ -81,21 +81,12 @@ describe('address poisoning', () => {
   });
 });
 
-describe('token risk', () => {
-  it('token_risk_block and token_risk_warn; other answers add nothing', () => {
-    expect(run({ tokenRisk: 'BLOCK' })).toEqual(['block:token_risk_block']);
-    expect(run({ tokenRisk: 'WARN' })).toEqual(['warn:token_risk_warn']);
-    expect(run({ tokenRisk: 'ALLOW' })).toEqual([]);
-    expect(run({ tokenRisk: 'INCOMPLETE' })).toEqual([]);
-  });
-});
-
 describe('verdict', () => {
   const f = (severity: Finding['severity']): Finding => ({ code: 'x', severity, message: '', evidence: {} });
   const e = evidence();
   it('orders findings block, warn, info, keeping their order within a severity', () => {
-    expect(run({ to: DEAD_ADDRESS, value: 1n, tokenRisk: 'BLOCK', senderProvided: false, data: enc('transfer', [EOA, 1n]) })).toEqual([
-      'block:transfer_to_burn_address', 'block:token_risk_block', 'warn:calldata_to_eoa', 'info:fresh_sender',
+    expect(run({ to: DEAD_ADDRESS, value: 1n, senderProvided: false, data: enc('transfer', [EOA, 1n]), simulation: reverted() })).toEqual([
+      'block:transfer_to_burn_address', 'warn:simulation_reverted', 'warn:calldata_to_eoa', 'info:fresh_sender',
     ]);
   });
 

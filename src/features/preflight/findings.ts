@@ -15,7 +15,6 @@ import type { TraceSummary } from './trace.js';
 export type Severity = 'info' | 'warn' | 'block';
 export type Decision = 'ALLOW' | 'WARN' | 'BLOCK' | 'INCOMPLETE';
 export type DestinationKind = 'eoa' | 'contract' | 'delegated-eoa' | 'precompile';
-export type TokenRiskDecision = 'ALLOW' | 'WARN' | 'BLOCK' | 'INCOMPLETE' | null;
 
 export interface Finding {
   code: string;
@@ -45,7 +44,6 @@ export interface PreflightEvidence {
   counterparties: Address[] | null;
   /** The read of counterparties was needed but failed. */
   counterpartiesFailed: boolean;
-  tokenRisk: TokenRiskDecision;
 }
 
 export function kindOf(address: string, accounts: Map<string, AccountCode>): DestinationKind | null {
@@ -130,9 +128,6 @@ export function findingsOf(e: PreflightEvidence, now: Date = new Date()): Findin
   traceFindings(e, add);
   usdcOutflow(e, add);
   poisoning(e, add);
-
-  if (e.tokenRisk === 'BLOCK') add('token_risk_block', 'block', 'The token-risk report blocks the destination token.', { token: e.tx.to, tokenRisk: 'BLOCK' });
-  if (e.tokenRisk === 'WARN') add('token_risk_warn', 'warn', 'The token-risk report warns about the destination token.', { token: e.tx.to, tokenRisk: 'WARN' });
   return out.map((f, i) => ({ f, i })).sort((a, b) => SEVERITY_ORDER[a.f.severity] - SEVERITY_ORDER[b.f.severity] || a.i - b.i).map((x) => x.f);
 }
 

@@ -7,7 +7,7 @@ import type { PreflightRequest } from '../reports/schemas.js';
 import { assetChanges, balanceChanges, decodeLogs, movementsOf } from './assets.js';
 import { decodeCalldata, type CalldataDecoding } from './calldata.js';
 import { contextCall, decodeContext, type Context } from './context.js';
-import { findingsOf, kindOf, recipientsOf, type PreflightEvidence, type TokenRiskDecision } from './findings.js';
+import { findingsOf, kindOf, recipientsOf, type PreflightEvidence } from './findings.js';
 import { STATIC_TOKENS, USDC, knownAs, type TokenMeta } from './known.js';
 import { decodeRevert } from './revert.js';
 import { optional, rpc } from './rpc.js';
@@ -18,8 +18,6 @@ import { verdictOf } from './verdict.js';
 export type PreflightInput = Static<typeof PreflightRequest>;
 
 export interface PreflightOptions {
-  /** Token-risk decision for the destination, where that evidence is at hand (e.g. a cached report). */
-  tokenRisk?: (address: Address) => Promise<TokenRiskDecision>;
   /** How far back `from`'s USDC transfers are read for the poisoning check. */
   poisonLookbackBlocks?: number;
 }
@@ -88,7 +86,6 @@ export async function transactionPreflight(chain: ChainClient, input: PreflightI
   const data = (input.data ?? '0x').toLowerCase() as Hex;
   const decoded = decodeCalldata(to, data, from);
   const targets = contextTargets(to, decoded);
-  const risk = opts.tokenRisk ? opts.tokenRisk(to).catch(() => null) : Promise.resolve(null);
 
   const sim = await upstream(() => simulate(chain, { from, to, value, data }, senderProvided ? {} : fundFresh(from), targets, now.getTime()));
   const ctx: Context = sim.context ?? { blockNumber: null, accounts: new Map(), tokens: new Map() };
@@ -129,7 +126,6 @@ export async function transactionPreflight(chain: ChainClient, input: PreflightI
     movements,
     counterparties: peers ?? null,
     counterpartiesFailed: needPeers && peers === null,
-    tokenRisk: await risk,
   };
   const findings = findingsOf(evidence, now);
   const dest = ctx.accounts.get(to.toLowerCase());

@@ -12,8 +12,6 @@ import { PaymentProofRequest } from './schemas.js';
 import { tokenRiskReportDef } from '../token-risk/route.js';
 import { transactionPreflightReportDef } from '../preflight/route.js';
 import { createMarketData } from '../../platform/market/failover.js';
-import type { TokenRiskDecision } from '../preflight/findings.js';
-import { latestTokenRiskDecision } from './store.js';
 
 /** The paid reports this build serves; later reports add themselves here. */
 export function reportDefinitions(deps: AppDeps, chain: ChainClient): PaidReportDef[] {
@@ -21,10 +19,8 @@ export function reportDefinitions(deps: AppDeps, chain: ChainClient): PaidReport
   const market = deps.market?.data ?? createMarketData(deps.config, deps.clock);
   return [
     tokenRiskReportDef(chain, (address) => market.lookup(address)),
-    // A destination's paid token-risk verdict, when one was bought recently, counts as evidence.
-    transactionPreflightReportDef(chain, {
-      tokenRisk: async (address) => (await latestTokenRiskDecision(deps.database, address, deps.clock.now())) as TokenRiskDecision,
-    }),
+    // Only the transaction and the chain state decide: never reports other customers bought.
+    transactionPreflightReportDef(chain),
     {
       name: 'quickCheck',
       body: null,

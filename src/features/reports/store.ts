@@ -51,28 +51,3 @@ export class PaidReportStore {
       .execute();
   }
 }
-
-/** How long a paid token-risk verdict counts as evidence at hand for other reports. */
-export const TOKEN_RISK_EVIDENCE_DAYS = 7;
-
-/**
- * The decision of the latest paid (settled) token-risk report about `address` from the last
- * TOKEN_RISK_EVIDENCE_DAYS days, or null: evidence a preflight can use without running, or
- * charging for, another report.
- */
-export async function latestTokenRiskDecision(database: Database, address: string, now: Date): Promise<string | null> {
-  const since = new Date(now.getTime() - TOKEN_RISK_EVIDENCE_DAYS * 86_400_000).toISOString();
-  const row = await database.db
-    .selectFrom('paid_reports')
-    .select('report')
-    .where('path', '=', '/api/token-risk')
-    .where('status', '=', 'settled')
-    .where('created_at', '>=', since)
-    .where((eb) => eb(eb.fn('lower', ['input']), 'like', `%"address":"${address.toLowerCase()}"%`))
-    .orderBy('created_at', 'desc')
-    .limit(1)
-    .executeTakeFirst();
-  if (!row) return null;
-  const decision = (JSON.parse(row.report) as { verdict?: { decision?: unknown } }).verdict?.decision;
-  return typeof decision === 'string' ? decision : null;
-}
