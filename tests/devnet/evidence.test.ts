@@ -10,6 +10,7 @@ import { run } from '../../src/cli.js';
 import { USDC_ADDRESS, baseDevnetChain, fiatTokenAbi, startDevnet, type Devnet } from '../../src/devnet/index.js';
 import { createChainClient, type ChainClient } from '../../src/platform/chain.js';
 import { createTestApp, json, type TestApp } from '../helpers/app.js';
+import { HUGE_DECIMALS, placeHugeDecimalsToken } from '../helpers/odd-token.js';
 import { testDialect } from '../helpers/db.js';
 import { createPolicy, type Created } from '../helpers/policies.js';
 import { attachPreflight, createChain, randomTxHash, readChain, readSummary, settle } from '../api/evidence-helpers.js';
@@ -116,5 +117,15 @@ describe.skipIf(testDialect !== 'sqlite')('evidence chains end to end on the dev
     body.events[2].body.result = 'MISMATCH';
     writeFileSync(file, JSON.stringify(body));
     expect(await cli('evidence', 'verify', file, '--jwks', jwksUrl)).toBe(1);
+  });
+
+  it('a preflight of a token whose decimals() answers 2^32 is recorded in base units, not a 500', async () => {
+    const token = '0x00000000000000000000000000000000dec1dec3';
+    await placeHugeDecimalsToken(devnet.rpcUrl, token);
+    const { evidenceChainId } = await createChain(t, p, { recipient: addr(2), amount: '1' });
+    const data = encodeFunctionData({ abi: fiatTokenAbi, functionName: 'transfer', args: [addr(2), 5n] });
+    const pre = await attachPreflight(t, evidenceChainId, p.agentKey, { chain: 'base', to: token, data, from: addr(1) });
+    expect(pre.statusCode, pre.body).toBe(200);
+    expect(json(pre).preflight.simulation.assetChanges).toEqual([expect.objectContaining({ decimals: null, rawAmount: HUGE_DECIMALS.toString(), amount: HUGE_DECIMALS.toString() })]);
   });
 });

@@ -8,6 +8,7 @@ import { USDC_ADDRESS } from '../../src/devnet/index.js';
 import { viemTokenChainReader } from '../../src/features/tokens/chain-reader.js';
 import { ManualClock } from '../../src/platform/clock.js';
 import { usdcFixture } from '../api/token-helpers.js';
+import { placeHugeDecimalsToken } from '../helpers/odd-token.js';
 import { suiteFixture } from '../helpers/suite.js';
 import { startToolsStack } from './tools-helpers.js';
 
@@ -37,6 +38,13 @@ describe('Base reads of the token tools (devnet)', () => {
     const { reader } = countingReader();
     expect(await reader.identity(EOA)).toEqual({ name: null, symbol: null, decimals: null });
     expect((await reader.contract(EOA)).codeSize).toBe(0);
+  });
+
+  it('a decimals() answer above 255 is unknown (null): the preview publishes maximum 255', async () => {
+    const odd = '0x00000000000000000000000000000000dec1dec2';
+    await placeHugeDecimalsToken(net.devnet.rpcUrl, odd);
+    const { reader } = countingReader();
+    expect(await reader.identity(odd)).toEqual({ name: null, symbol: null, decimals: null });
   });
 
   it('reads USDC\'s code and proxy slots in three requests', async () => {

@@ -4,11 +4,13 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { decodePaymentRequiredHeader, decodePaymentResponseHeader } from '@x402/core/http';
 import { Value } from 'typebox/value';
+import { encodeFunctionData, getAddress, parseAbi } from 'viem';
 import { USDC_ADDRESS } from '../../src/devnet/index.js';
 import { preflightInputDigest, transactionPreflight, type PreflightInput } from '../../src/features/preflight/preflight.js';
 import { createChainClient } from '../../src/platform/chain.js';
 import { PreflightReport } from '../../src/features/preflight/schemas.js';
 import { digestOf } from '../../src/platform/canonical.js';
+import { HUGE_DECIMALS, placeHugeDecimalsToken } from '../helpers/odd-token.js';
 import { startPaidStack, type PaidStack } from '../helpers/paid.js';
 import { PREFLIGHT_CASE_NAMES, preflightCase, preparePreflightScenarios, type Scenarios } from '../helpers/preflight-scenarios.js';
 
@@ -80,6 +82,26 @@ describe('paid transaction preflight', () => {
       });
       expect(steady(report)).toEqual(steady(direct));
     }
+  });
+});
+
+describe('hostile token metadata', () => {
+  it('a token whose decimals() answers 2^32 gets a delivered report in base units, not a 500', async () => {
+    const token = '0x00000000000000000000000000000000dec1dec1';
+    await placeHugeDecimalsToken(s.devnet.rpcUrl, token);
+    const from = s.devnet.accounts[2]!.address;
+    const data = encodeFunctionData({ abi: parseAbi(['function transfer(address,uint256) returns (bool)']), functionName: 'transfer', args: [s.devnet.accounts[3]!.address, 5n] });
+    const res = await post({ chain: 'base', to: token, from, data }, s.payingFetch(PAYER));
+    expect(res.status, await res.clone().text()).toBe(200);
+    const { receipt, ...report } = await res.json();
+    expect([...Value.Errors(PreflightReport, report)]).toEqual([]);
+    expect(receipt.subject.price).toBe('0.05');
+    // Its name() and symbol() do not decode as strings and its decimals are out of range: nothing is known of it.
+    expect(report.destination.tokenInfo).toBeUndefined();
+    // The Transfer it emits (caller to caller, of 2^32) is shown in base units.
+    expect(report.simulation.assetChanges).toEqual([
+      expect.objectContaining({ standard: 'erc20', token: getAddress(token), decimals: null, from, to: from, amount: HUGE_DECIMALS.toString(), rawAmount: HUGE_DECIMALS.toString() }),
+    ]);
   });
 });
 

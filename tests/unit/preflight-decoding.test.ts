@@ -97,6 +97,17 @@ describe('context read (account kinds and token metadata in one aggregate3)', ()
     expect(ctx.tokens.has(T.toLowerCase())).toBe(false);
     expect(decodeContext(req, '0x1234')).toEqual({ blockNumber: null, accounts: new Map(), tokens: new Map() });
   });
+
+  it('takes decimals() only up to 255: viem does not range-check uint8, and formatting 2^40 decimals would crash', () => {
+    const req = { accounts: [], tokens: [A, B, T] };
+    const ok = (returnData: Hex) => ({ success: true, returnData });
+    const fail = { success: false, returnData: '0x' as Hex };
+    const token = (decimals: bigint) => [ok(str('Odd')), ok(str('ODD')), ok(word(decimals)), ok(word(1)), fail];
+    const ctx = decodeContext(req, answer([ok(word(7)), ok('0x'), ...token(255n), ...token(256n), ...token(2n ** 40n)]));
+    expect(ctx.tokens.get(A.toLowerCase())).toMatchObject({ decimals: 255, standard: 'erc20' });
+    expect(ctx.tokens.get(B.toLowerCase())).toMatchObject({ symbol: 'ODD', decimals: null });
+    expect(ctx.tokens.get(T.toLowerCase())).toMatchObject({ symbol: 'ODD', decimals: null });
+  });
 });
 
 describe('call trace', () => {
@@ -174,6 +185,16 @@ describe('asset movements', () => {
       { address: A, token: USDC, symbol: 'USDC', delta: '-1.5' },
       { address: B, token: USDC, symbol: 'USDC', delta: '1.5' },
       { address: A, token: WETH_ADDRESS, symbol: 'WETH', delta: '0.000000000000000006' },
+    ]);
+  });
+
+  it('shows base units when a token\'s decimals are out of range, never a string of that length', () => {
+    const odd = new Map([[T.toLowerCase(), { name: 'Odd', symbol: 'ODD', decimals: 1_099_511_627_776, totalSupply: null, standard: 'erc20' as const }]]);
+    const move = { standard: 'erc20' as const, token: T, from: A, to: B, amount: 5n, tokenId: null };
+    expect(assetChanges([move], odd)).toEqual([{ standard: 'erc20', token: T, symbol: 'ODD', decimals: null, from: A, to: B, amount: '5', rawAmount: '5' }]);
+    expect(balanceChanges([move], odd)).toEqual([
+      { address: A, token: T, symbol: 'ODD', delta: '-5' },
+      { address: B, token: T, symbol: 'ODD', delta: '5' },
     ]);
   });
 

@@ -1,4 +1,5 @@
 import { decodeEventLog, formatUnits, getAddress, parseAbi, size, type Address, type Hex } from 'viem';
+import { tokenDecimals } from '../../platform/token-metadata.js';
 import { NATIVE_TOKEN, WETH_ADDRESS, ZERO_ADDRESS, same, type TokenMeta } from './known.js';
 import { plain } from './plain.js';
 import { topicAddress, type NativeTransfer, type RawLog } from './simulate.js';
@@ -55,7 +56,7 @@ export interface AssetChange {
 export function assetChanges(moves: AssetMovement[], tokens: Map<string, TokenMeta>): AssetChange[] {
   return moves.map((m) => {
     const meta = tokens.get(m.token.toLowerCase());
-    const decimals = m.standard === 'erc721' ? 0 : (meta?.decimals ?? null);
+    const decimals = m.standard === 'erc721' ? 0 : tokenDecimals(meta?.decimals);
     return {
       standard: m.standard,
       token: m.token,
@@ -89,7 +90,8 @@ export function balanceChanges(moves: AssetMovement[], tokens: Map<string, Token
     .map((x) => {
       const meta = tokens.get(x.token.toLowerCase());
       const abs = x.delta < 0n ? -x.delta : x.delta;
-      const shown = meta?.decimals != null ? formatUnits(abs, meta.decimals) : abs.toString();
+      const decimals = tokenDecimals(meta?.decimals);
+      const shown = decimals !== null ? formatUnits(abs, decimals) : abs.toString();
       return { address: x.address, token: x.token, symbol: meta?.symbol ?? null, delta: `${x.delta < 0n ? '-' : ''}${shown}` };
     });
 }

@@ -12,6 +12,7 @@ import {
   type Address,
   type Hex,
 } from 'viem';
+import { tokenDecimals } from '../../platform/token-metadata.js';
 import { MULTICALL3_ADDRESS, type TokenMeta } from './known.js';
 
 /**
@@ -121,7 +122,7 @@ export function decodeContext(req: ContextRequest, returnData: Hex): Context {
     };
     const name = read(0, text('name'));
     const symbol = read(1, text('symbol'));
-    const decimals = read(2, (d) => decodeFunctionResult({ abi: tokenAbi, functionName: 'decimals', data: d }));
+    const decimals = read(2, (d) => tokenDecimals(decodeFunctionResult({ abi: tokenAbi, functionName: 'decimals', data: d })));
     const totalSupply = read(3, (d) => decodeFunctionResult({ abi: tokenAbi, functionName: 'totalSupply', data: d }));
     const nft = read(4, (d) => decodeFunctionResult({ abi: tokenAbi, functionName: 'supportsInterface', data: d }));
     const standard = nft === true ? 'erc721' : decimals !== null && symbol !== null ? 'erc20' : null;

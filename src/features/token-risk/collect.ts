@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { erc20Abi, getAddress, keccak256, parseAbi, stringToHex, toHex, zeroAddress, type Address, type Hex } from 'viem';
 import type { ChainClient } from '../../platform/chain.js';
+import { tokenDecimals } from '../../platform/token-metadata.js';
 import { codeSize, eip1167Target, eip7702Delegate, hasSelector, privilegedSelectors, scanCode, SELECTOR } from './bytecode.js';
 import { BASE_UNISWAP_V2, factoryAbi, pairAbi, pairAddress, sortTokens, type DexConfig } from './dex.js';
 import type { LogicSource, PoolEvidence, SimulationEvidence, TokenRiskEvidence } from './evidence.js';
@@ -123,7 +124,7 @@ export async function collectEvidence(chain: ChainClient, token: Address, opts: 
       cloneOf,
       delegate,
       totalSupply,
-      decimals: decimalsRaw !== null && decimalsRaw <= 255n ? Number(decimalsRaw) : null,
+      decimals: tokenDecimals(decimalsRaw),
       name: asString(r.name),
       symbol: asString(r.symbol),
       paused: asBool(r.paused),

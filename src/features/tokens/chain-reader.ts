@@ -1,5 +1,6 @@
 import { erc20Abi, getAddress, type Address, type Hex } from 'viem';
 import { upstream, type ChainClient } from '../../platform/chain.js';
+import { tokenDecimals } from '../../platform/token-metadata.js';
 
 /**
  * The few cheap Base reads the free token tools make. Both methods throw an AppError
@@ -87,7 +88,7 @@ export function viemTokenChainReader(chain: ChainClient): TokenChainReader {
       return {
         name: text(name),
         symbol: text(symbol),
-        decimals: decimals.status === 'success' && Number.isInteger(decimals.result) ? decimals.result : null,
+        decimals: decimals.status === 'success' ? tokenDecimals(decimals.result) : null,
       };
     },
     async contract(address) {
