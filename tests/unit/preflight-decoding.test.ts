@@ -98,6 +98,13 @@ describe('context read (account kinds and token metadata in one aggregate3)', ()
     expect(decodeContext(req, '0x1234')).toEqual({ blockNumber: null, accounts: new Map(), tokens: new Map() });
   });
 
+  it('drops control, bidi and invisible characters from names and symbols', () => {
+    const req = { accounts: [], tokens: [A] };
+    const ok = (returnData: Hex) => ({ success: true, returnData });
+    const ctx = decodeContext(req, answer([ok(word(7)), ok('0x'), ok(str('Tether\u202E\u200B USD\u0085')), ok(str('US\u2067DT')), ok(word(6)), ok(word(1)), { success: false, returnData: '0x' }]));
+    expect(ctx.tokens.get(A.toLowerCase())).toMatchObject({ name: 'Tether USD', symbol: 'USDT' });
+  });
+
   it('takes decimals() only up to 255: viem does not range-check uint8, and formatting 2^40 decimals would crash', () => {
     const req = { accounts: [], tokens: [A, B, T] };
     const ok = (returnData: Hex) => ({ success: true, returnData });

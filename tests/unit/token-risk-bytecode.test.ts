@@ -96,6 +96,13 @@ describe('result decoding', () => {
     expect(asString(ok(`0x${'ff'.repeat(32)}`))).toBeNull();
   });
 
+  it('drops control, bidi and invisible characters from ABI strings and never cuts a surrogate pair', () => {
+    const str = (s: string) => ok(encodeAbiParameters([{ type: 'string' }], [s]));
+    // U+202E would show "USDC‮gnp.exe" as "USDCexe.png"; U+200B hides inside a look-alike.
+    expect(asString(str('US\u200BDC\u202Egnp.exe\u0007\u0085\u2066x\u2069'))).toBe('USDCgnp.exex');
+    expect(asString(str('a'.repeat(199) + '\u{1F600}b'))).toBe('a'.repeat(199) + '\u{1F600}');
+  });
+
   it('reads addresses from storage words', () => {
     expect(slotAddress(`0x${'00'.repeat(32)}`)).toBeNull();
     expect(slotAddress(`0x${'00'.repeat(12)}${IMPL.slice(2)}`)?.toLowerCase()).toBe(IMPL);

@@ -12,7 +12,7 @@ import {
   type Address,
   type Hex,
 } from 'viem';
-import { tokenDecimals } from '../../platform/token-metadata.js';
+import { tokenDecimals, tokenText } from '../../platform/token-metadata.js';
 import { MULTICALL3_ADDRESS, type TokenMeta } from './known.js';
 
 /**
@@ -133,10 +133,10 @@ export function decodeContext(req: ContextRequest, returnData: Hex): Context {
   return out;
 }
 
-/** string, or bytes32 for old tokens (MKR-style); control characters are dropped so labels stay printable. */
+/** string, or bytes32 for old tokens (MKR-style); control, bidi and invisible characters are dropped so labels stay honest. */
 function text(functionName: 'name' | 'symbol') {
   return (d: Hex): string => {
     const s = size(d) === 32 ? hexToString(trim(d, { dir: 'right' })) : decodeFunctionResult({ abi: tokenAbi, functionName, data: d });
-    return s.replace(/[\u0000-\u001f\u007f]/g, '').slice(0, 64);
+    return tokenText(s, 64);
   };
 }

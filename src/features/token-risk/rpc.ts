@@ -1,5 +1,6 @@
 import { decodeAbiParameters, decodeFunctionResult, encodeFunctionData, getAddress, hexToString, parseAbi, size, trim, type Address, type Hex } from 'viem';
 import type { ChainClient } from '../../platform/chain.js';
+import { tokenText } from '../../platform/token-metadata.js';
 
 /**
  * The few RPC shapes the token-risk collector needs, each one JSON-RPC request: a Multicall3
@@ -104,12 +105,12 @@ export function asBool(r: ReadResult | undefined): boolean | null {
   return v === null || v > 1n ? null : v === 1n;
 }
 
-/** ABI string, or a bytes32 right-padded string (old tokens such as MKR). */
+/** ABI string (control, bidi and invisible characters dropped), or a bytes32 right-padded printable-ASCII string (old tokens such as MKR). */
 export function asString(r: ReadResult | undefined): string | null {
   if (!r?.success || size(r.data) === 0) return null;
   try {
     const [s] = decodeAbiParameters([{ type: 'string' }], r.data);
-    return s.slice(0, 200);
+    return tokenText(s);
   } catch {
     if (size(r.data) !== WORD) return null;
     const s = hexToString(trim(r.data, { dir: 'right' })).replace(/\0/g, '');

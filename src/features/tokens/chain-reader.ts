@@ -1,6 +1,6 @@
 import { erc20Abi, getAddress, type Address, type Hex } from 'viem';
 import { upstream, type ChainClient } from '../../platform/chain.js';
-import { tokenDecimals } from '../../platform/token-metadata.js';
+import { tokenDecimals, tokenText } from '../../platform/token-metadata.js';
 
 /**
  * The few cheap Base reads the free token tools make. Both methods throw an AppError
@@ -84,7 +84,7 @@ export function viemTokenChainReader(chain: ChainClient): TokenChainReader {
         }),
       );
       const [name, symbol, decimals] = results;
-      const text = (r: typeof name | typeof symbol) => (r.status === 'success' && typeof r.result === 'string' ? r.result : null);
+      const text = (r: typeof name | typeof symbol) => (r.status === 'success' && typeof r.result === 'string' ? tokenText(r.result) : null);
       return {
         name: text(name),
         symbol: text(symbol),
