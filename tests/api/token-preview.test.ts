@@ -3,7 +3,7 @@ import type { ProviderFaults } from '../../src/devnet/market-stub.js';
 import { json } from '../helpers/app.js';
 import { expectInvalid, expectProblem } from '../helpers/problems.js';
 import { suiteFixture } from '../helpers/suite.js';
-import { UNKNOWN, USDC, ZOO, body, createTokenApp, freshZooToken, zooMarket } from './token-helpers.js';
+import { UNKNOWN, USDC, ZOO, body, createTokenApp, freshZooToken, zooFixture, zooMarket } from './token-helpers.js';
 
 const URL = '/api/token-preview';
 const S = 1000;
@@ -65,6 +65,11 @@ describe('POST /api/token-preview', () => {
     expect(json(await preview()).token.decimals).toBe(9);
     expect(t.chain.identityCalls).toBe(1);
     t.chain.identityAnswer = { name: 'Zoo Token', symbol: 'ZOO', decimals: 18 };
+  });
+
+  it("shows the provider's name and symbol without control, bidi or invisible characters", async () => {
+    t.stub.setToken(token, { ...zooFixture(), name: 'Zoo\u202EnekoT\u200B\u0000', symbol: 'Z\u0007OO' });
+    expect(json(await preview()).token).toMatchObject({ name: 'ZoonekoT', symbol: 'ZOO' });
   });
 
   it('an unreadable Base leaves decimals null but still previews the market', async () => {

@@ -3,6 +3,7 @@ import type { Clock } from '../../platform/clock.js';
 import { AppError } from '../../platform/errors.js';
 import { MarketUnavailableError, type MarketData } from '../../platform/market/failover.js';
 import type { MarketSnapshot, ProviderName, TokenIdentity } from '../../platform/market/types.js';
+import { tokenText } from '../../platform/token-metadata.js';
 import type { TokenChainReader } from './chain-reader.js';
 
 /**
@@ -133,7 +134,9 @@ export class TokenMarketView {
   }
 
   /** The provider's identity, completed from Base where the provider lacks a field (DexScreener has no decimals). */
-  private async identity(key: string, fromProvider: TokenIdentity): Promise<TokenIdentity> {
+  private async identity(key: string, provided: TokenIdentity): Promise<TokenIdentity> {
+    // A provider relays whatever the token calls itself: its labels are cleaned like those read on chain.
+    const fromProvider = { ...provided, name: provided.name === null ? null : tokenText(provided.name), symbol: provided.symbol === null ? null : tokenText(provided.symbol) };
     if (fromProvider.name !== null && fromProvider.symbol !== null && fromProvider.decimals !== null) return fromProvider;
     const now = this.clock.now().getTime();
     let onChain = this.identities.get(key);
