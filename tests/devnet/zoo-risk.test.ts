@@ -3,9 +3,10 @@
 // delegation, a paused token, a raised fee), market lookups, the RPC budget and a dead RPC.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Value } from 'typebox/value';
-import { createTestClient, getAddress, http, pad, type Address, type Hex } from 'viem';
+import { createTestClient, createWalletClient, getAddress, http, maxUint256, pad, parseEther, type Abi, type Address, type Hex } from 'viem';
 import { baseDevnetChain, freePort, startDevnet, type Devnet, type ZooDeployment } from '../../src/devnet/index.js';
-import { zooOwnerCall, ZOO_FEE_BPS } from '../../src/devnet/zoo/index.js';
+import { zooOwnerCall, zooTokenAbi, ZOO_FEE_BPS } from '../../src/devnet/zoo/index.js';
+import { uniswapAbi } from '../../src/devnet/zoo/uniswap.js';
 import { PROXY_SLOTS } from '../../src/features/token-risk/collect.js';
 import type { TokenRiskEvidence } from '../../src/features/token-risk/evidence.js';
 import type { MarketLookupResult } from '../../src/features/token-risk/market.js';
@@ -244,6 +245,58 @@ describe('variants made with anvil cheats', () => {
     expect(codes(r)).toContain('unknown_delegation');
     expect(r.risk.coverage.privileges.status).toBe('unavailable');
     expect(r.verdict.decision).toBe('INCOMPLETE');
+  });
+});
+
+describe('the pool the simulation trades through', () => {
+  /** Adds a token/WETH pool as anyone holding a few tokens could (the zoo's deployer holds them), inside an anvil snapshot. */
+  async function withWethPool(token: Address, tokenSide: bigint, wei: bigint, check: () => Promise<void>) {
+    const snapshot = await test.snapshot();
+    try {
+      await test.impersonateAccount({ address: zoo.deployer });
+      const wallet = createWalletClient({ chain: baseDevnetChain(devnet.rpcUrl), transport: http(devnet.rpcUrl), account: zoo.deployer });
+      const send = async (address: Address, abi: Abi, functionName: string, args: unknown[], value?: bigint) =>
+        chain.waitForTransactionReceipt({ hash: await wallet.writeContract({ address, abi, functionName, args, ...(value ? { value } : {}) } as never) });
+      await send(token, zooTokenAbi, 'approve', [zoo.router, maxUint256]);
+      await send(zoo.router, uniswapAbi, 'addLiquidityETH', [token, tokenSide, 0n, 0n, zoo.deployer, maxUint256], wei);
+      await check();
+    } finally {
+      await test.stopImpersonatingAccount({ address: zoo.deployer });
+      await test.revert({ id: snapshot });
+    }
+  }
+
+  it('a 100-wei WETH pool beside a deep USDC pool changes nothing: the USDC pool is simulated (R5 #2)', async () => {
+    const before = (await report(zoo.tokens.mintable)).r;
+    await withWethPool(zoo.tokens.mintable, parseEther('1'), 100n, async () => {
+      const { r } = await report(zoo.tokens.mintable);
+      // (the score moves a hair: the owner put one token into the pool)
+      expect(r.verdict).toMatchObject({ decision: before.verdict.decision, level: before.verdict.level, reasons: before.verdict.reasons });
+      expect(r.simulation).toMatchObject({ pair: zoo.details.mintable.pool!.pair, quote: { symbol: 'USDC' }, sell: { status: 'ok', taxPercent: '0.00' } });
+      expect(codes(r)).not.toContain('sell_reverts');
+    });
+  });
+
+  it('depth is compared in USD: 5 WETH (15,000 USD at the WETH/USDC pool) loses to 25,000 USDC, 10 WETH wins', async () => {
+    await withWethPool(zoo.tokens.mintable, parseEther('100000'), parseEther('5'), async () => {
+      expect((await report(zoo.tokens.mintable)).r.simulation!.quote.symbol).toBe('USDC');
+    });
+    await withWethPool(zoo.tokens.mintable, parseEther('200000'), parseEther('10'), async () => {
+      const { r, evidence } = await report(zoo.tokens.mintable);
+      expect(r.simulation).toMatchObject({ quote: { symbol: 'WETH' }, reserves: { quote: parseEther('10').toString() }, sell: { status: 'ok' } });
+      expect(evidence.holders.pool).toBe(parseEther('200000'));
+      expect(r.verdict.decision).toBe('WARN');
+    });
+  });
+
+  it('a token whose only pool is dust is INCOMPLETE (pool too shallow), never a honeypot', async () => {
+    await withWethPool(zoo.tokens['no-liquidity'], parseEther('1'), 100n, async () => {
+      const { r, evidence } = await report(zoo.tokens['no-liquidity']);
+      expect(r.verdict).toMatchObject({ decision: 'INCOMPLETE', reasons: ['transferSimulation_partial'] });
+      expect(r.risk.coverage.transferSimulation.reason).toMatch(/too shallow/);
+      expect(evidence.simulation).toMatchObject({ status: 'pool_too_shallow', pools: [{ quote: 'WETH', reserveQuote: 100n }] });
+      expect(r.simulation).toBeNull();
+    });
   });
 });
 

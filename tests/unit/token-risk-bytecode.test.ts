@@ -1,8 +1,9 @@
 import { describe, expect, it } from 'vitest';
-import { encodeAbiParameters, encodeErrorResult, parseAbi, stringToHex, toFunctionSelector, type Hex } from 'viem';
+import { encodeAbiParameters, encodeErrorResult, parseAbi, stringToHex, toFunctionSelector, type Address, type Hex } from 'viem';
 import { eip1167Target, eip7702Delegate, PRIVILEGED_SELECTORS, privilegedSelectors, scanCode } from '../../src/features/token-risk/bytecode.js';
 import { BASE_UNISWAP_V2, getAmountOut, pairAddress, sortTokens } from '../../src/features/token-risk/dex.js';
 import { lookupLiquidity } from '../../src/features/token-risk/market.js';
+import { choosePool, measurable, probeSizes, quoteValueUsdc, WETH_FLOOR_USDC, wethPriceUsdc } from '../../src/features/token-risk/pools.js';
 import { MarketData } from '../../src/platform/market/failover.js';
 import { ProviderError, type MarketProvider, type ProviderOutcome } from '../../src/platform/market/types.js';
 import { asAddress, asBool, asString, asUint, slotAddress } from '../../src/features/token-risk/rpc.js';
@@ -70,6 +71,46 @@ describe('Uniswap v2 maths', () => {
     expect(getAmountOut(10n ** 18n, 10n * 10n ** 18n, 500_000n * 10n ** 18n)).toBe(45330544694007456579067n);
     expect(getAmountOut(0n, 1n, 1n)).toBe(0n);
     expect(getAmountOut(1n, 0n, 1n)).toBe(0n);
+  });
+});
+
+describe('the pool to simulate (pools.ts)', () => {
+  const E18 = 10n ** 18n;
+  const USDC6 = 10n ** 6n;
+  const WETH_Q = { symbol: 'WETH' as const, address: BASE_UNISWAP_V2.weth, decimals: 18 };
+  const USDC_Q = { symbol: 'USDC' as const, address: BASE_UNISWAP_V2.usdc, decimals: 6 };
+  const candidate = (quote: typeof WETH_Q | typeof USDC_Q, rToken: bigint, rQuote: bigint, pair: Address) => ({ quote, pair, expected: true, reserves: { rToken, rQuote }, tokenBalance: rToken });
+  const A = '0x00000000000000000000000000000000000000aa' as Address;
+  const B = '0x00000000000000000000000000000000000000bb' as Address;
+  const ETH_3000 = 3000n * USDC6;
+
+  it('takes the deepest pool by the USD value of its quote side, not the first one', () => {
+    const deepUsdc = candidate(USDC_Q, 500_000n * E18, 25_000n * USDC6, B);
+    expect(choosePool([candidate(WETH_Q, E18, 100n, A), deepUsdc], ETH_3000)).toMatchObject({ kind: 'pool', pool: { pair: B, quote: { symbol: 'USDC' } } });
+    // 5 WETH is 15,000 USDC: more raw units, less depth.
+    expect(choosePool([candidate(WETH_Q, 100_000n * E18, 5n * E18, A), deepUsdc], ETH_3000)).toMatchObject({ kind: 'pool', pool: { pair: B } });
+    expect(choosePool([candidate(WETH_Q, 100_000n * E18, 10n * E18, A), deepUsdc], ETH_3000)).toMatchObject({ kind: 'pool', pool: { pair: A, quote: { symbol: 'WETH' } } });
+    // The token side costs a holder nothing: a huge token reserve against dust never wins.
+    expect(choosePool([candidate(WETH_Q, 10n ** 30n, 10n ** 9n, A), deepUsdc], ETH_3000)).toMatchObject({ kind: 'pool', pool: { pair: B } });
+  });
+
+  it('a pool whose probe would round to nothing is too shallow; with no other pool that is the answer', () => {
+    expect(measurable({ rToken: E18, rQuote: 100n })).toBe(false);
+    expect(probeSizes({ rToken: E18, rQuote: 100n }).fairSell).toBe(0n); // the pair would revert INSUFFICIENT_OUTPUT_AMOUNT
+    expect(measurable({ rToken: 5n, rQuote: 10n ** 24n })).toBe(false); // a few token units cannot show a tax
+    expect(measurable({ rToken: 500_000n * E18, rQuote: 25_000n * USDC6 })).toBe(true);
+    expect(choosePool([candidate(WETH_Q, E18, 100n, A)], ETH_3000)).toEqual({ kind: 'shallow', pools: [{ pair: A, quote: 'WETH', reserveToken: E18, reserveQuote: 100n, quoteValueUsdc: 0n }] });
+    expect(choosePool([{ ...candidate(USDC_Q, 0n, 0n, B) }], ETH_3000)).toEqual({ kind: 'none' });
+    expect(choosePool([], ETH_3000)).toEqual({ kind: 'none' });
+  });
+
+  it('values WETH at the WETH/USDC pool when it holds 10,000 USDC or more, else at the 1,000 USDC floor', () => {
+    const [t0] = sortTokens(BASE_UNISWAP_V2.weth, BASE_UNISWAP_V2.usdc);
+    const reserves = (weth: bigint, usdc: bigint) => ({ wethUsdcReserves: { success: true, data: encodeAbiParameters([{ type: 'uint112' }, { type: 'uint112' }, { type: 'uint32' }], t0 === BASE_UNISWAP_V2.weth ? [weth, usdc, 0] : [usdc, weth, 0]) } });
+    expect(wethPriceUsdc(BASE_UNISWAP_V2, reserves(100n * E18, 300_000n * USDC6))).toBe(ETH_3000);
+    expect(wethPriceUsdc(BASE_UNISWAP_V2, reserves(E18, 5_000n * USDC6))).toBe(WETH_FLOOR_USDC);
+    expect(wethPriceUsdc(BASE_UNISWAP_V2, {})).toBe(WETH_FLOOR_USDC);
+    expect(quoteValueUsdc('WETH', 5n * E18, ETH_3000)).toBe(15_000n * USDC6);
   });
 });
 

@@ -5,7 +5,7 @@ import type { TokenRiskEvidence } from '../../src/features/token-risk/evidence.j
 import { CATEGORIES, DECIDING_CATEGORIES, FINDING_CODES, finding, type Category, type Finding, type Severity } from '../../src/features/token-risk/findings.js';
 import { scoreFindings, scoreTokenRisk, type Assessment } from '../../src/features/token-risk/score.js';
 import { TokenRiskReport } from '../../src/features/token-risk/schemas.js';
-import { ADMIN, cleanEvidence, DEAD, evidenceWith, IMPL, liveOwner, OWNER, selectorsOf, taxed, ZERO } from './token-risk-evidence.js';
+import { ADMIN, cleanEvidence, DEAD, evidenceWith, IMPL, liveOwner, OWNER, PAIR, selectorsOf, taxed, ZERO } from './token-risk-evidence.js';
 
 /** Every finding code any test produced: the last test checks the vocabulary is fully exercised. */
 const produced = new Set<string>();
@@ -80,6 +80,7 @@ describe('token-risk verdict precedence', () => {
     ['ownership', 'partial', { ownership: { accessControl: { present: true, enumerable: false, adminCount: null, admins: [] } } }],
     ['privileges', 'unavailable', { privileges: { scanned: false, selectors: [] } }],
     ['transferSimulation', 'unavailable', { simulation: { status: 'no_pool', checkedQuotes: ['WETH', 'USDC'] } }],
+    ['transferSimulation', 'partial', { simulation: { status: 'pool_too_shallow', pools: [{ pair: PAIR, quote: 'WETH', reserveToken: E18, reserveQuote: 100n, quoteValueUsdc: 0n }] } }],
     ['transferSimulation', 'partial', { simulation: { buy: { ...sim().buy, step: { status: 'reverted', reason: 'TRADING_CLOSED' }, received: 0n }, transfer: { ...sim().transfer, step: { status: 'skipped' } }, sell: { ...sim().sell, step: { status: 'skipped' } } } }],
   ];
   it.each(gaps)('a %s coverage of %s is INCOMPLETE with a null score, never ALLOW or WARN', (category, status, patch) => {

@@ -200,6 +200,11 @@ export function assessSimulation(e: TokenRiskEvidence): CategoryAssessment {
   if (s.status === 'no_pool') {
     return { coverage: unavailable(`no Uniswap v2 pool with reserves against ${s.checkedQuotes.join(' or ')}: buys and sells cannot be simulated`), findings: [] };
   }
+  if (s.status === 'pool_too_shallow') {
+    // A pool too small for a trade to measure anything is missing evidence, never a honeypot.
+    const pools = s.pools.map((p) => `${p.quote} pool ${p.pair} (${usdc(p.quoteValueUsdc)} USD on the ${p.quote} side)`).join(', ');
+    return { coverage: partial(`the Uniswap v2 pool is too shallow to measure a buy, transfer and sell: ${pools}`), findings: [] };
+  }
   const quote = s.pool.quote.symbol;
   const findings = [...tradeFindings('buy', s.buy, quote), ...transferFindings(s.transfer), ...tradeFindings('sell', s.sell, quote)];
   const skipped = [s.buy, s.transfer, s.sell].some((m) => m.step.status === 'skipped');
@@ -233,6 +238,9 @@ export function assessLiquidity(e: TokenRiskEvidence): CategoryAssessment {
     }
   }
 }
+
+/** USDC micro-units as a decimal string with cents (rounded down). */
+const usdc = (micro: bigint): string => `${micro / 1_000_000n}.${String((micro % 1_000_000n) / 10_000n).padStart(2, '0')}`;
 
 /** The integer part of a non-negative decimal string (never a float); garbage reads as 0. */
 export function wholeUsd(decimal: string): bigint {

@@ -3,10 +3,11 @@ import { erc20Abi, getAddress, keccak256, parseAbi, stringToHex, toHex, zeroAddr
 import type { ChainClient } from '../../platform/chain.js';
 import { tokenDecimals } from '../../platform/token-metadata.js';
 import { codeSize, eip1167Target, eip7702Delegate, hasSelector, privilegedSelectors, scanCode, SELECTOR } from './bytecode.js';
-import { BASE_UNISWAP_V2, factoryAbi, pairAbi, pairAddress, sortTokens, type DexConfig } from './dex.js';
+import { BASE_UNISWAP_V2, type DexConfig } from './dex.js';
 import type { LogicSource, PoolEvidence, SimulationEvidence, TokenRiskEvidence } from './evidence.js';
 import { lookupLiquidity, type TokenMarketLookup } from './market.js';
 import { aggregate, asAddress, asBool, asString, asUint, blockNumberRead, newMeter, read, readSlots, slotAddress, timestampRead, track, type Read, type ReadResult, type RpcMeter } from './rpc.js';
+import { choosePool, farPoolReads, poolCandidates, poolReads, quotesFor, wethPriceUsdc, withFarPools, type PoolChoice } from './pools.js';
 import { simulateTrades } from './simulate.js';
 
 /**
@@ -18,6 +19,8 @@ import { simulateTrades } from './simulate.js';
  *            the owner's balance (and a beacon's implementation); one eth_simulateV1
  *   round 3: only for beacon proxies, pools at unexpected addresses, or a buy tax so high that
  *            the simulation must be re-sized.
+ * The simulated pool is the deepest measurable one against WETH or USDC (pools.ts), never merely
+ * the first found: anyone can add a dust pool.
  * Every read is fresh (no cache, no stale fallback); viem errors propagate (the report turns
  * them into a 502 and nothing is charged).
  */
@@ -62,7 +65,7 @@ async function named<K extends string>(chain: ChainClient, reads: Record<K, Read
 export async function collectEvidence(chain: ChainClient, token: Address, opts: CollectOptions = {}): Promise<{ evidence: TokenRiskEvidence; meter: RpcMeter }> {
   const dex = opts.dex ?? BASE_UNISWAP_V2;
   const meter = newMeter();
-  const quotes = ([['WETH', dex.weth, 18], ['USDC', dex.usdc, 6]] as const).filter(([, q]) => q.toLowerCase() !== token.toLowerCase());
+  const quotes = quotesFor(dex, token);
 
   const r1: Record<string, Read> = {
     owner: read(token, tokenAbi, 'owner'),
@@ -81,12 +84,7 @@ export async function collectEvidence(chain: ChainClient, token: Address, opts: 
     blockNumber: blockNumberRead(),
     timestamp: timestampRead(),
   };
-  for (const [sym, q] of quotes) {
-    const computed = pairAddress(dex, token, q);
-    r1[`pair${sym}`] = read(dex.factory, factoryAbi, 'getPair', [token, q]);
-    r1[`reserves${sym}`] = read(computed, pairAbi, 'getReserves');
-    r1[`poolBalance${sym}`] = read(token, erc20Abi, 'balanceOf', [computed]);
-  }
+  Object.assign(r1, poolReads(dex, token));
   const slotList = Object.values(PROXY_SLOTS);
   meter.rounds += 1;
   const [code, slots, r, liquidity] = await Promise.all([
@@ -152,32 +150,20 @@ export async function collectEvidence(chain: ChainClient, token: Address, opts: 
   else if (zeppelinos.implementation) logic = { address: zeppelinos.implementation, source: 'zeppelinos' };
   const beacon = !delegate && !cloneOf && !eip1967.implementation ? eip1967.beacon : null;
 
-  // The pool to trade through: the first quote with a factory pair holding reserves on both sides.
-  let pool: PoolEvidence | null = null;
-  let poolAt: { sym: 'WETH' | 'USDC'; quote: Address; decimals: number; pair: Address } | null = null;
-  for (const [sym, q, decimals] of quotes) {
-    const pair = asAddress(r[`pair${sym}`]).value;
-    if (!pair || pair === zeroAddress) continue;
-    poolAt = { sym, quote: q, decimals, pair };
-    if (pair !== pairAddress(dex, token, q)) break; // an unexpected pair address: read its reserves in round 2
-    const reserves = reservesFor(r[`reserves${sym}`], token, q);
-    if (reserves && reserves.rToken > 0n && reserves.rQuote > 0n) {
-      pool = { dex: 'uniswap-v2', pair, quote: { address: q, symbol: sym, decimals }, reserveToken: reserves.rToken, reserveQuote: reserves.rQuote };
-      evidence.holders.pool = asUint(r[`poolBalance${sym}`]);
-      break;
-    }
-    poolAt = null;
-  }
-  const farPool = !pool && poolAt ? poolAt : null;
+  // The pool to trade through: the deepest measurable one. Pairs at unexpected addresses need
+  // their reserves read first (round 2), so then the choice, and the simulation, wait a round.
+  const candidates = poolCandidates(dex, token, r);
+  const wethPrice = wethPriceUsdc(dex, r);
+  const farReads = farPoolReads(token, candidates);
+  const hasFar = Object.keys(farReads).length > 0;
+  let choice: PoolChoice | null = hasFar ? null : choosePool(candidates, wethPrice);
+  let pool: PoolEvidence | null = choice?.kind === 'pool' ? choice.pool : null;
 
   const liveOwner = owner && !isBurn(owner) ? owner : null;
   const extras: Record<string, Read> = {};
   if (liveOwner) extras.ownerBalance = read(token, erc20Abi, 'balanceOf', [liveOwner]);
   if (beacon) extras.beaconImplementation = read(beacon, tokenAbi, 'implementation');
-  if (farPool) {
-    extras.farReserves = read(farPool.pair, pairAbi, 'getReserves');
-    extras.farBalance = read(token, erc20Abi, 'balanceOf', [farPool.pair]);
-  }
+  Object.assign(extras, farReads);
   const [buyer, recipient] = opts.freshAccounts?.() ?? [randomAccount(), randomAccount()];
   const canTrade = totalSupply !== null && blockNumber !== null;
   const simulate = (p: PoolEvidence) => simulateTrades(chain, meter, { token: evidence.address, pool: p, dex, blockNumber: blockNumber!, timestamp, buyer, recipient });
@@ -207,16 +193,22 @@ export async function collectEvidence(chain: ChainClient, token: Address, opts: 
     }
   }
   let simulation: SimulationEvidence | null = sim;
-  if (farPool && canTrade) {
-    const reserves = reservesFor(x.farReserves, token, farPool.quote);
-    if (reserves && reserves.rToken > 0n && reserves.rQuote > 0n) {
-      pool = { dex: 'uniswap-v2', pair: farPool.pair, quote: { address: farPool.quote, symbol: farPool.sym, decimals: farPool.decimals }, reserveToken: reserves.rToken, reserveQuote: reserves.rQuote };
-      evidence.holders.pool = asUint(x.farBalance);
+  if (hasFar) {
+    choice = choosePool(withFarPools(token, candidates, x), wethPrice);
+    if (choice.kind === 'pool' && canTrade) {
+      pool = choice.pool;
       meter.rounds += 1;
       simulation = await simulate(pool);
     }
   }
-  evidence.simulation = simulation ?? (canTrade ? { status: 'no_pool', checkedQuotes: quotes.map(([s]) => s) } : { status: 'not_applicable' });
+  if (choice?.kind === 'pool') evidence.holders.pool = choice.tokenBalance;
+  evidence.simulation =
+    simulation ??
+    (!canTrade
+      ? { status: 'not_applicable' }
+      : choice?.kind === 'shallow'
+        ? { status: 'pool_too_shallow', pools: choice.pools }
+        : { status: 'no_pool', checkedQuotes: quotes.map((q) => q.symbol) });
 
   const scan = finalLogicCode && codeSize(finalLogicCode) > 0 ? scanCode(finalLogicCode) : null;
   const ownScan = logic.source === 'token' ? scan : scanCode(hex);
@@ -234,11 +226,3 @@ export async function collectEvidence(chain: ChainClient, token: Address, opts: 
   }
   return { evidence, meter };
 }
-
-function reservesFor(res: ReadResult | undefined, token: Address, quote: Address): { rToken: bigint; rQuote: bigint } | null {
-  if (!res?.success || res.data.length < 2 + 64 * 2) return null;
-  const r0 = BigInt(res.data.slice(0, 66));
-  const r1 = BigInt(`0x${res.data.slice(66, 130)}`);
-  return sortTokens(token, quote)[0].toLowerCase() === token.toLowerCase() ? { rToken: r0, rQuote: r1 } : { rToken: r1, rQuote: r0 };
-}
-

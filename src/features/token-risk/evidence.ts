@@ -116,9 +116,21 @@ export interface PoolEvidence {
   reserveQuote: bigint;
 }
 
+/** A pool with reserves that is too shallow for the simulation to measure anything (see pools.ts). */
+export interface ShallowPool {
+  pair: Address;
+  quote: 'WETH' | 'USDC';
+  reserveToken: bigint;
+  reserveQuote: bigint;
+  /** The quote reserve in USDC micro-units (WETH at the price the depth rule used). */
+  quoteValueUsdc: bigint;
+}
+
 export type SimulationEvidence =
   | { status: 'not_applicable' }
   | { status: 'no_pool'; checkedQuotes: Array<'WETH' | 'USDC'> }
+  /** Pools exist, but every one is too shallow to measure: missing evidence, not a finding. */
+  | { status: 'pool_too_shallow'; pools: ShallowPool[] }
   | {
       status: 'simulated';
       pool: PoolEvidence;
@@ -151,7 +163,7 @@ export interface HolderEvidence {
   totalSupply: bigint | null;
   /** balanceOf(owner) when there is a live owner. */
   owner: bigint | null;
-  /** balanceOf(pair) of the simulated pool. */
+  /** balanceOf(pair) of the simulated pool (the deepest measurable one). */
   pool: bigint | null;
   /** balanceOf(0x0) + balanceOf(0x…dEaD). */
   burned: bigint | null;

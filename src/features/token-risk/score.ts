@@ -41,7 +41,10 @@ import { CATEGORIES, DECIDING_CATEGORIES, rank, type Category, type CategoryAsse
  *                   HIGH; buy_tax, transfer_tax, sell_tax by the measured tax (received vs the
  *                   pool's fair quote): >= 50% CRITICAL (a sell returning almost nothing is a
  *                   honeypot), >= 25% HIGH, >= 5% MEDIUM, >= 0.5% LOW, below that no finding.
- *                   No pool: coverage unavailable. A reverted buy: coverage partial.
+ *                   The pool is the deepest one by the USD value of its quote side (pools.ts),
+ *                   not the first found. No pool: coverage unavailable. Pools too shallow for
+ *                   the probe to measure (a step under 10,000 raw units): coverage partial, no
+ *                   finding (missing evidence, never a honeypot). A reverted buy: coverage partial.
  *   liquidity       from fresh market data only: no_market HIGH (the provider says there is no
  *                   pair); low_liquidity HIGH below $1,000, MEDIUM below $25,000, LOW below
  *                   $100,000. No lookup configured, provider failure, stale or empty answers:

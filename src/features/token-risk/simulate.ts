@@ -1,6 +1,7 @@
 import { decodeErrorResult, encodeAbiParameters, encodeFunctionData, erc20Abi, keccak256, maxUint256, parseEther, size, type Address, type Hex } from 'viem';
 import type { ChainClient } from '../../platform/chain.js';
 import { getAmountOut, pairAbi, routerAbi, sortTokens, type DexConfig } from './dex.js';
+import { probeSizes } from './pools.js';
 import type { PoolEvidence, SimStep, SimulationEvidence, TradeMeasurement, TransferMeasurement } from './evidence.js';
 import { track, type RpcMeter } from './rpc.js';
 
@@ -13,8 +14,9 @@ import { track, type RpcMeter } from './rpc.js';
  * pool's own constant-product quote at the reserves read inside the simulation, so the 0.3% LP
  * fee is never counted as a tax.
  *
- * Sizes: the buy spends 0.5% of the pool's quote reserve; the transfer moves 10% and the sell 50%
- * of the expected output. When a buy tax leaves less than that, a second simulation is made
+ * Sizes (pools.ts probeSizes): the buy spends 0.5% of the pool's quote reserve; the transfer moves
+ * 10% and the sell 50% of the expected output. The collector only passes pools where each of
+ * these is large enough to measure. When a buy tax leaves less than that, a second simulation is made
  * with sizes taken from what was really received (the only case with a second request).
  */
 
@@ -128,9 +130,9 @@ async function runOnce(chain: ChainClient, input: SimulationInput, sizes: Sizes)
 export async function simulateTrades(chain: ChainClient, meter: RpcMeter, input: SimulationInput): Promise<SimulationEvidence> {
   const { pool, token } = input;
   const quote = pool.quote.address;
-  const buyIn = pool.reserveQuote / 200n > 0n ? pool.reserveQuote / 200n : 1n;
-  const fair = getAmountOut(buyIn, pool.reserveQuote, pool.reserveToken);
-  let sizes: Sizes = { buyIn, transfer: fair / 10n, sell: fair / 2n };
+  const probe = probeSizes({ rToken: pool.reserveToken, rQuote: pool.reserveQuote });
+  const buyIn = probe.buyIn;
+  let sizes: Sizes = { buyIn, transfer: probe.transfer, sell: probe.sell };
 
   let run = await track(meter, runOnce(chain, input, sizes));
   const boughtFirst = uint(run.c1[run.buyCallIndex + 1]);
