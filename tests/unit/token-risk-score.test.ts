@@ -155,7 +155,7 @@ describe('privileged functions', () => {
     }
   });
 
-  it('a renounced owner does not make functions inert when the code is upgradeable, roles are live or unknown, or there is no owner function', () => {
+  it('a renounced owner does not make functions inert when the code is upgradeable, AccessControl is used, or there is no owner function', () => {
     const mint = { privileges: { scanned: true, selectors: selectorsOf('mint') } };
     const cases: Array<Parameters<typeof evidenceWith>[0]> = [
       { ...mint, upgradeability: { eip1967: { implementation: IMPL, admin: ADMIN, beacon: null }, logic: { address: IMPL, source: 'eip1967', codeSize: 900 } } },
@@ -163,10 +163,18 @@ describe('privileged functions', () => {
       { ...mint, ownership: { accessControl: { present: false, enumerable: true, adminCount: 2, admins: [ADMIN, OWNER] } } },
       { ...mint, ownership: { owner: null, ownerFunction: null } },
       { ...mint, contract: { kind: 'eip7702', delegate: IMPL } },
+      // An empty DEFAULT_ADMIN_ROLE stops role administration only: MINTER_ROLE holders still mint.
+      { ...mint, ownership: { accessControl: { present: true, enumerable: true, adminCount: 0, admins: [] } } },
+      { ...mint, ownership: { accessControl: { present: false, enumerable: true, adminCount: 0, admins: [] } } },
     ];
-    for (const patch of cases) expect(findingOf(score(evidenceWith(patch)), 'mint_function')!.severity).toBe('high');
-    const emptyRole = { ...mint, ownership: { accessControl: { present: true, enumerable: true, adminCount: 0, admins: [] } } };
-    expect(findingOf(score(evidenceWith(emptyRole)), 'mint_function')!.severity).toBe('low');
+    for (const patch of cases) expect(findingOf(score(evidenceWith(patch)), 'mint_function')).toMatchObject({ severity: 'high', evidence: { controllable: true } });
+  });
+
+  it('mint, pause and blacklist behind AccessControl with the admin role renounced are WARN, never ALLOW (R5 #5)', () => {
+    const a = score(evidenceWith({ ownership: { accessControl: { present: true, enumerable: true, adminCount: 0, admins: [] } }, privileges: { scanned: true, selectors: selectorsOf('mint', 'pause', 'blacklist') } }));
+    expect(a.verdict).toMatchObject({ decision: 'WARN', level: 'high' });
+    expect(a.verdict.reasons).toEqual(expect.arrayContaining(['mint_function', 'pause_function', 'blacklist_function']));
+    expect(findingOf(a, 'admin_role_empty')).toBeDefined();
   });
 
   it('groups several selectors of one kind into one finding', () => {

@@ -141,9 +141,12 @@ export function assessPrivileges(e: TokenRiskEvidence): CategoryAssessment {
   const o = e.ownership;
   const ac = o.accessControl;
   // Privileged functions are dead only when nobody can reach them: ownership renounced, no
-  // AccessControl admin that could be (or might be) held, and code that cannot be replaced.
-  const adminLive = (ac.present && ac.adminCount !== 0) || (ac.adminCount ?? 0) > 0;
-  const inert = o.owner !== null && isBurn(o.owner) && !o.malformed && !adminLive && !isUpgradeable(e);
+  // AccessControl at all, and code that cannot be replaced. With AccessControl, an empty
+  // DEFAULT_ADMIN_ROLE only stops role administration: holders of MINTER_ROLE, PAUSER_ROLE or
+  // any role the token defines (role names are arbitrary, so they cannot all be enumerated) keep
+  // calling the functions their role gates.
+  const accessControl = ac.present || ac.adminCount !== null;
+  const inert = o.owner !== null && isBurn(o.owner) && !o.malformed && !accessControl && !isUpgradeable(e);
   const byKind = new Map<Exclude<PrivilegeKind, 'upgrade'>, string[]>();
   for (const s of e.privileges.selectors) {
     if (s.kind === 'upgrade') continue;

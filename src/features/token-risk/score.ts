@@ -33,7 +33,8 @@ import { CATEGORIES, DECIDING_CATEGORIES, rank, type Category, type CategoryAsse
  *   privileges      selectors in the logic bytecode (the implementation's for proxies):
  *                   mint_function, pause_function, blacklist_function HIGH; fee_setter,
  *                   limit_setter, trading_gate MEDIUM. All of them are LOW when nobody can reach
- *                   them: ownership renounced, no live AccessControl admin, not upgradeable.
+ *                   them: ownership renounced, no AccessControl (role holders other than the
+ *                   admin can still call what their role gates), not upgradeable.
  *                   transfers_paused CRITICAL (paused() is true now).
  *   transferSimulation  buy, transfer between two fresh accounts, and sell, simulated with
  *                   eth_simulateV1 through the token's Uniswap v2 pool against WETH or USDC:
