@@ -72,6 +72,7 @@ const previewTarget: TargetModule = {
         chain: {
           identity: async () => ({ name: 'Bench Token', symbol: 'BENCH', decimals: 18 }),
           contract: async () => ({ codeSize: 2400, cloneTarget: null, delegatedTo: null, eip1967Implementation: null, zosImplementation: null, delegatecall: false }),
+          pool: async () => ({ kind: 'none' as const }), // the preview does not ask
         },
       },
     });

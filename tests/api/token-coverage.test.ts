@@ -3,7 +3,7 @@ import { beforeEach, describe, expect, it } from 'vitest';
 import { json } from '../helpers/app.js';
 import { expectInvalid, expectProblem } from '../helpers/problems.js';
 import { suiteFixture } from '../helpers/suite.js';
-import { UNKNOWN, ZOO, body, createTokenApp, freshZooToken, plainFacts, zooFixture } from './token-helpers.js';
+import { UNKNOWN, ZOO, body, createTokenApp, freshZooToken, plainFacts, usablePool, zooFixture } from './token-helpers.js';
 
 const URL = '/api/token-coverage';
 const S = 1000;
@@ -17,6 +17,7 @@ describe('POST /api/token-coverage', () => {
   beforeEach(() => {
     token = freshZooToken(t, 0x2000 + ++n);
     t.chain.facts = plainFacts();
+    t.chain.poolAnswer = usablePool();
     t.chain.contractCalls = 0;
   });
 
@@ -112,15 +113,29 @@ describe('POST /api/token-coverage', () => {
     expect(out.complete).toBe(false);
   });
 
-  it('no pair with liquidity: transfer simulation is partial (plain transfer only)', async () => {
+  it('transfer simulation follows the paid report\'s Uniswap v2 pool, not the market\'s pairs (R5 #4)', async () => {
+    // Liquid pairs in the market data (for example on Aerodrome), but no v2 pool against WETH or USDC:
+    // the paid report would be INCOMPLETE, so the check must not say complete.
+    t.chain.poolAnswer = { kind: 'none' };
+    let out = json(await coverage());
+    expect(out.coverage.liquidity.status).toBe('available');
+    expect(out.coverage.transferSimulation).toEqual({ status: 'unavailable', reason: expect.stringMatching(/^no Uniswap v2 pool with reserves against WETH or USDC/) });
+    expect(out.complete).toBe(false);
+
+    t.clock.advance(61 * S);
+    t.chain.poolAnswer = { kind: 'shallow', pools: [{ pair: '0x5a000000000000000000000000000000000000b2', quote: 'WETH', reserveToken: 10n ** 18n, reserveQuote: 100n, quoteValueUsdc: 0n }] };
+    out = json(await coverage());
+    expect(out.coverage.transferSimulation).toEqual({ status: 'partial', reason: expect.stringMatching(/too shallow.*0x5a000000000000000000000000000000000000b2.*INCOMPLETE/) });
+    expect(out.complete).toBe(false);
+
+    // Conversely, a pool deep enough makes it available whatever the market data says.
+    t.clock.advance(61 * S);
+    t.chain.poolAnswer = usablePool();
     const fixture = zooFixture();
     fixture.pairs = fixture.pairs.map((p) => ({ ...p, liquidityUsd: '0' }));
-    fixture.liquidityUsd = '0';
     t.stub.setToken(token, fixture);
-    const out = json(await coverage());
-    expect(out.coverage.liquidity).toEqual({ status: 'available', reason: expect.stringContaining('0 USD') });
-    expect(out.coverage.transferSimulation.status).toBe('partial');
-    expect(out.complete).toBe(false);
+    out = json(await coverage());
+    expect(out.coverage.transferSimulation).toEqual({ status: 'available', reason: expect.stringContaining('0x5a000000000000000000000000000000000000b1 against USDC') });
   });
 
   it('identity fields no source could give make identity partial', async () => {
@@ -144,7 +159,8 @@ describe('POST /api/token-coverage', () => {
     t.clock.advance(1000 * S);
     out = json(await coverage());
     expect(out.source).toMatchObject({ stale: true, limited: true });
-    expect(statuses(out)).toMatchObject({ identity: 'available', market: 'unavailable', liquidity: 'unavailable', transferSimulation: 'partial' });
+    // The pool is read on Base, so a market-data outage does not touch transferSimulation.
+    expect(statuses(out)).toMatchObject({ identity: 'available', market: 'unavailable', liquidity: 'unavailable', transferSimulation: 'available' });
 
     t.clock.advance(86_400 * S);
     expectProblem(await coverage(), 502, 'upstream_unavailable');

@@ -7,6 +7,7 @@ import { getAddress } from 'viem';
 import { buildApp, type App } from '../../src/app.js';
 import { testConfig, type Config } from '../../src/config.js';
 import { startMarketStub, type MarketFixture, type MarketStub } from '../../src/devnet/market-stub.js';
+import type { PoolChoice } from '../../src/features/token-risk/pools.js';
 import type { ContractFacts, TokenChainReader } from '../../src/features/tokens/chain-reader.js';
 import { ManualClock } from '../../src/platform/clock.js';
 import { AppError } from '../../src/platform/errors.js';
@@ -70,12 +71,21 @@ export const plainFacts = (over: Partial<ContractFacts> = {}): ContractFacts => 
   ...over,
 });
 
+/** A Uniswap v2 pool the paid report could simulate through (25,000 USDC deep). */
+export const usablePool = (): PoolChoice => ({
+  kind: 'pool',
+  pool: { dex: 'uniswap-v2', pair: '0x5a000000000000000000000000000000000000b1', quote: { symbol: 'USDC', address: USDC, decimals: 6 }, reserveToken: 500_000n * 10n ** 18n, reserveQuote: 25_000n * 10n ** 6n },
+  tokenBalance: 500_000n * 10n ** 18n,
+});
+
 /** Base reads for API tests: fixed answers, counted calls, switchable failures. */
 export class FakeChain implements TokenChainReader {
   identityCalls = 0;
   contractCalls = 0;
   identityAnswer: { name: string | null; symbol: string | null; decimals: number | null } = { name: 'Zoo Token', symbol: 'ZOO', decimals: 18 };
   facts: ContractFacts = plainFacts();
+  poolAnswer: PoolChoice = usablePool();
+  poolCalls = 0;
   failing = false;
   identityDelayMs = 0;
 
@@ -89,6 +99,11 @@ export class FakeChain implements TokenChainReader {
     this.contractCalls++;
     if (this.failing) throw new AppError('upstream_unavailable', 'Base could not be read');
     return { ...this.facts };
+  }
+  async pool() {
+    this.poolCalls++;
+    if (this.failing) throw new AppError('upstream_unavailable', 'Base could not be read');
+    return this.poolAnswer;
   }
 }
 

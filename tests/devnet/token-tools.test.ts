@@ -57,6 +57,14 @@ describe('Base reads of the token tools (devnet)', () => {
   });
 });
 
+describe('the pool discovery of the coverage check (devnet without Uniswap v2)', () => {
+  it('finds no pool in ONE request (Multicall3), as the paid report would', async () => {
+    const { reader, counter } = countingReader();
+    expect(await reader.pool(USDC_ADDRESS)).toEqual({ kind: 'none' });
+    expect(counter.requests).toBe(1);
+  });
+});
+
 describe('POST /api/token-preview and /api/token-coverage on the devnet', () => {
   it('previews USDC: DexScreener has no decimals, so they are read on Base', async () => {
     const res = await net.app.inject({ method: 'POST', url: '/api/token-preview', payload: { chain: 'base', address: USDC_ADDRESS } });
@@ -67,7 +75,7 @@ describe('POST /api/token-preview and /api/token-coverage on the devnet', () => 
     expect(out.market.priceUsd).toBe('0.9998');
   });
 
-  it('covers USDC completely from cheap reads', async () => {
+  it('covers USDC from cheap reads; this devnet has no Uniswap v2, so, as in the paid report, no simulation', async () => {
     const res = await net.app.inject({ method: 'POST', url: '/api/token-coverage', payload: { chain: 'base', address: USDC_ADDRESS } });
     expect(res.statusCode, res.body).toBe(200);
     const out = JSON.parse(res.body);
@@ -76,7 +84,9 @@ describe('POST /api/token-preview and /api/token-coverage on the devnet', () => 
     expect(out.coverage.identity.status).toBe('available');
     // FiatTokenV2_2 DELEGATECALLs its linked SignatureChecker library: a large contract doing so is not taken for a proxy.
     expect(out.coverage.privilegedFunctions).toEqual({ status: 'available', reason: 'bytecode can be scanned for privileged selectors' });
-    expect(out.complete).toBe(true);
+    // The market stub lists an Aerodrome pair, which the paid report cannot trade through (R5 #4).
+    expect(out.coverage.transferSimulation).toEqual({ status: 'unavailable', reason: expect.stringMatching(/^no Uniswap v2 pool/) });
+    expect(out.complete).toBe(false);
   });
 
   it('a listed address without code: the onchain categories are unavailable', async () => {

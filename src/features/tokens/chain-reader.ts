@@ -1,6 +1,9 @@
 import { erc20Abi, getAddress, type Address, type Hex } from 'viem';
 import { upstream, type ChainClient } from '../../platform/chain.js';
 import { tokenDecimals, tokenText } from '../../platform/token-metadata.js';
+import { BASE_UNISWAP_V2, type DexConfig } from '../token-risk/dex.js';
+import { choosePool, farPoolReads, poolCandidates, poolReads, wethPriceUsdc, withFarPools, type PoolChoice } from '../token-risk/pools.js';
+import { aggregate, type Read, type ReadResult } from '../token-risk/rpc.js';
 
 /**
  * The few cheap Base reads the free token tools make. Both methods throw an AppError
@@ -11,6 +14,12 @@ export interface TokenChainReader {
   identity(address: string): Promise<{ name: string | null; symbol: string | null; decimals: number | null }>;
   /** eth_getCode plus the EIP-1967 and ZeppelinOS implementation slots: three reads, in parallel. */
   contract(address: string): Promise<ContractFacts>;
+  /**
+   * The Uniswap v2 pool the paid token-risk report would simulate through, by the report's own
+   * discovery and depth rule (token-risk/pools.ts): one Multicall3 eth_call (a second only for
+   * a pair at an unexpected address, which the canonical Base factory never returns).
+   */
+  pool(address: string): Promise<PoolChoice>;
 }
 
 export interface ContractFacts {
@@ -68,9 +77,25 @@ export function contractFacts(code: Hex | undefined, implSlot: Hex | undefined, 
   };
 }
 
+async function named(chain: ChainClient, reads: Record<string, Read>): Promise<Record<string, ReadResult>> {
+  const keys = Object.keys(reads);
+  const results = await aggregate(chain, keys.map((k) => reads[k]!));
+  return Object.fromEntries(keys.map((k, i) => [k, results[i]!]));
+}
+
 /** The TokenChainReader of the configured Base RPC (viem, with its fallback transport). */
-export function viemTokenChainReader(chain: ChainClient): TokenChainReader {
+export function viemTokenChainReader(chain: ChainClient, dex: DexConfig = BASE_UNISWAP_V2): TokenChainReader {
   return {
+    async pool(address) {
+      const token = getAddress(address.toLowerCase()) as Address;
+      return upstream(async () => {
+        const r = await named(chain, poolReads(dex, token));
+        let candidates = poolCandidates(dex, token, r);
+        const far = farPoolReads(token, candidates);
+        if (Object.keys(far).length) candidates = withFarPools(token, candidates, await named(chain, far));
+        return choosePool(candidates, wethPriceUsdc(dex, r));
+      });
+    },
     async identity(address) {
       const token = getAddress(address.toLowerCase()) as Address;
       const results = await upstream(() =>

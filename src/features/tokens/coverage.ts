@@ -1,15 +1,19 @@
 import { Type, type Static } from 'typebox';
-import { compareDecimals } from '../../platform/market/decimal.js';
 import { NETWORK, PAID_REPORTS } from '../../platform/prices.js';
 import { Address, DateTime, StringEnum } from '../../platform/schemas.js';
+import type { PoolChoice } from '../token-risk/pools.js';
 import type { ContractFacts } from './chain-reader.js';
 import type { MarketView } from './market-view.js';
 import { SourceSchema, sourceOf } from './preview.js';
 
 /**
  * The free coverage check: which evidence the paid token-risk report could gather for a token
- * right now, decided from cheap reads only (the market view, eth_getCode and two storage slots).
- * `coverageOf` is a pure function of those reads.
+ * right now, decided from cheap reads only (the market view, eth_getCode, two storage slots, and
+ * the report's own Uniswap v2 pool discovery in one Multicall3 call). `coverageOf` is a pure
+ * function of those reads. transferSimulation follows the paid report exactly: the report
+ * simulates only through a Uniswap v2 pool against WETH or USDC deep enough to measure
+ * (token-risk/pools.ts), so a market elsewhere (Aerodrome, Uniswap v3, other quotes) never
+ * makes it available.
  */
 
 export const CATEGORIES = [
@@ -105,11 +109,19 @@ function marketItems(view: MarketView): Pick<Record<Category, Item>, 'identity' 
   };
 }
 
-function hasLiquidPair(view: MarketView): boolean {
-  return (view.snapshot?.pairs ?? []).some((p) => p.liquidityUsd !== null && compareDecimals(p.liquidityUsd, '0') > 0);
+function simulationItem(pool: PoolChoice | null): Item {
+  if (pool === null) return none('Base could not be read just now');
+  switch (pool.kind) {
+    case 'pool':
+      return ok(`the Uniswap v2 pool ${pool.pool.pair} against ${pool.pool.quote.symbol} is deep enough: buy, transfer and sell can be simulated`);
+    case 'shallow':
+      return partial(`the Uniswap v2 pools against WETH or USDC are too shallow to measure a trade (${pool.pools.map((p) => p.pair).join(', ')}): the paid report would be INCOMPLETE`);
+    case 'none':
+      return none('no Uniswap v2 pool with reserves against WETH or USDC: the paid report cannot simulate buys and sells (it does not trade on other DEXes or against other quotes)');
+  }
 }
 
-function contractItems(view: MarketView, facts: ContractFacts | null): Omit<Record<Category, Item>, 'identity' | 'market' | 'liquidity'> {
+function contractItems(facts: ContractFacts | null, pool: PoolChoice | null): Omit<Record<Category, Item>, 'identity' | 'market' | 'liquidity'> {
   if (facts === null) {
     const why = 'Base could not be read just now';
     return { contractCode: none(why), ownership: none(why), upgradeability: none(why), privilegedFunctions: none(why), transferSimulation: none(why), holderConcentration: none(why) };
@@ -140,15 +152,13 @@ function contractItems(view: MarketView, facts: ContractFacts | null): Omit<Reco
         : facts.delegatecall && facts.codeSize < PROXY_SIZED_CODE_BYTES
           ? partial('the contract delegates calls to code not named in a standard proxy slot; only its own bytecode can be scanned')
           : ok('bytecode can be scanned for privileged selectors'),
-    transferSimulation: hasLiquidPair(view)
-      ? ok('a pair with liquidity is known: buy, sell and transfer can be simulated')
-      : partial(view.snapshot ? 'no pair with liquidity: only a plain transfer can be simulated, not a buy or sell' : 'no current pair data: only a plain transfer can be simulated'),
+    transferSimulation: simulationItem(pool),
     holderConcentration: partial('no holder index over RPC: only the balances of the trading pairs, the owner and burn addresses against totalSupply'),
   };
 }
 
-export function coverageOf(view: MarketView, facts: ContractFacts | null, checkedAt: Date): CoverageResponse {
-  const coverage = { ...marketItems(view), ...contractItems(view, facts) };
+export function coverageOf(view: MarketView, facts: ContractFacts | null, pool: PoolChoice | null, checkedAt: Date): CoverageResponse {
+  const coverage = { ...marketItems(view), ...contractItems(facts, pool) };
   const ordered = Object.fromEntries(CATEGORIES.map((c) => [c, coverage[c]])) as Record<Category, Item>;
   const complete = CATEGORIES.every((c) => INFORMATIONAL.includes(c) || ordered[c].status === 'available');
   return {

@@ -44,10 +44,10 @@ export class TokenTools {
     if (cached && this.clock.now().getTime() - cached.at <= COVERAGE_CACHE_SECONDS * 1000) return cached.body;
     // In sequence: a token without a market (404) or an outage (502) costs no Base request.
     const view = await this.view.get(key);
-    const facts = await this.chain.contract(key).catch(() => null);
+    const [facts, pool] = await Promise.all([this.chain.contract(key).catch(() => null), this.chain.pool(key).catch(() => null)]);
     const checkedAt = this.clock.now();
-    const body = coverageOf(view, facts, checkedAt);
-    if (facts !== null) {
+    const body = coverageOf(view, facts, pool, checkedAt);
+    if (facts !== null && pool !== null) {
       this.coverageCache.delete(key);
       this.coverageCache.set(key, { body, at: checkedAt.getTime() });
       if (this.coverageCache.size > MAX_CACHED) this.coverageCache.delete(this.coverageCache.keys().next().value!);
