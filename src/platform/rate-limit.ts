@@ -1,5 +1,6 @@
 import type { FastifyRequest } from 'fastify';
 import type { Redis } from 'ioredis';
+import ipaddr from 'ipaddr.js';
 import {
   RateLimiterMemory,
   RateLimiterRedis,
@@ -81,6 +82,22 @@ export function createRateLimiter(config: Config, opts: RateLimiterOptions = {})
 
   return {
     consume,
-    hook: (name) => (config.rateLimits ? [async (request) => consume(name, request.ip)] : []),
+    hook: (name) => (config.rateLimits ? [async (request) => consume(name, sourceOf(request.ip))] : []),
   };
+}
+
+/**
+ * The source a per-source limit counts: an IPv4 address (also when it arrives IPv4-mapped), or
+ * the /64 network of an IPv6 address. A subscriber is given a whole /64 and can pick any address
+ * in it, so counting single IPv6 addresses would let one caller spread its requests over as many
+ * limits as it likes.
+ */
+export function sourceOf(ip: string): string {
+  const bare = ip.split('%')[0]!; // a zone index (fe80::1%eth0) names an interface, not a host
+  if (!ipaddr.isValid(bare)) return ip;
+  const addr = ipaddr.parse(bare);
+  if (addr.kind() === 'ipv4') return addr.toString();
+  const v6 = addr as ipaddr.IPv6;
+  if (v6.isIPv4MappedAddress()) return v6.toIPv4Address().toString();
+  return `${v6.parts.slice(0, 4).map((part) => part.toString(16)).join(':')}::/64`;
 }

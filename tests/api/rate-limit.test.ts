@@ -4,6 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ADDR, createTestApp, json, type TestApp } from '../helpers/app.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.js';
 import { expectProblem } from '../helpers/problems.js';
+import { sourceOf } from '../../src/platform/rate-limit.js';
 
 const EVALUATE_LIMIT = 120;
 
@@ -130,6 +131,34 @@ describe('per-source rate limits (in-process)', () => {
     const retryAfter = Number((await evaluate(t, me)).headers['retry-after']);
     expect(retryAfter).toBeGreaterThan(3000);
     expect(retryAfter).toBeLessThanOrEqual(3600);
+  });
+});
+
+describe('the source of an IPv6 client', () => {
+  let t: TestApp;
+  beforeAll(async () => {
+    t = await createTestApp({ config: { rateLimits: true } });
+  });
+  afterAll(async () => {
+    await t.close();
+  });
+
+  it('is its /64: other addresses of the same network share the limit, another network does not', async () => {
+    for (let i = 0; i < EVALUATE_LIMIT; i++) {
+      expect((await evaluate(t, { remoteAddress: `2001:db8:aa:1::${(i + 1).toString(16)}` })).statusCode).toBe(200);
+    }
+    expectRateLimited(await evaluate(t, { remoteAddress: '2001:db8:aa:1:ffff:ffff:ffff:fffe' }));
+    expect((await evaluate(t, { remoteAddress: '2001:db8:aa:2::1' })).statusCode).toBe(200);
+  });
+
+  it.each([
+    ['1.2.3.4', '1.2.3.4'],
+    ['::ffff:1.2.3.4', '1.2.3.4'],
+    ['2001:DB8:0:0:1::9', '2001:db8:0:0::/64'],
+    ['fe80::1%eth0', 'fe80:0:0:0::/64'],
+    ['not an address', 'not an address'],
+  ])('sourceOf(%s) is %s', (ip, source) => {
+    expect(sourceOf(ip)).toBe(source);
   });
 });
 
