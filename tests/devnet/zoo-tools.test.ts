@@ -41,6 +41,8 @@ describe('zoo tokens through token preview and coverage', () => {
       expect(['available', 'partial', 'unavailable']).toContain(body.coverage[category].status);
     }
     expect(body.coverage.contractCode.status).toBe('available');
+    // Every zoo token is a plain contract the paid report scans as it is.
+    expect(body.coverage.privilegedFunctions.status).toBe('available');
     expect(body.fee).toMatchObject({ price: '0.25', asset: 'USDC', chargedEvenWhenIncomplete: true });
   });
 });

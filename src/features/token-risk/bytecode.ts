@@ -87,6 +87,14 @@ export function scanCode(code: Hex): CodeScan {
 
 export const hasSelector = (scan: CodeScan, selector: Hex): boolean => scan.pushedSelectors.has(selector.toLowerCase());
 
+/**
+ * Whether a contract runs code kept elsewhere that no standard proxy slot names: a DELEGATECALL in
+ * code that does not itself dispatch transfer(). A token whose own code has both (a library call,
+ * or a 0xf4 byte in the compiler's metadata trailer read as an opcode) is scanned as it is. The
+ * paid report and the free coverage check apply this one rule, so they agree.
+ */
+export const delegatesToUnknownCode = (scan: CodeScan): boolean => scan.delegatecall && !hasSelector(scan, SELECTOR.transfer);
+
 /** The privileged functions whose selectors the code dispatches on, in table order. */
 export function privilegedSelectors(scan: CodeScan): PrivilegedSelector[] {
   return PRIVILEGED_SELECTORS.filter((p) => scan.pushedSelectors.has(p.selector));

@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { erc20Abi, getAddress, keccak256, parseAbi, stringToHex, toHex, zeroAddress, type Address, type Hex } from 'viem';
 import type { ChainClient } from '../../platform/chain.js';
 import { tokenDecimals } from '../../platform/token-metadata.js';
-import { codeSize, eip1167Target, eip7702Delegate, hasSelector, privilegedSelectors, scanCode, SELECTOR } from './bytecode.js';
+import { codeSize, delegatesToUnknownCode, eip1167Target, eip7702Delegate, hasSelector, privilegedSelectors, scanCode, SELECTOR } from './bytecode.js';
 import { BASE_UNISWAP_V2, type DexConfig } from './dex.js';
 import type { LogicSource, PoolEvidence, SimulationEvidence, TokenRiskEvidence } from './evidence.js';
 import { lookupLiquidity, type TokenMarketLookup } from './market.js';
@@ -213,7 +213,7 @@ export async function collectEvidence(chain: ChainClient, token: Address, opts: 
   const scan = finalLogicCode && codeSize(finalLogicCode) > 0 ? scanCode(finalLogicCode) : null;
   const ownScan = logic.source === 'token' ? scan : scanCode(hex);
   evidence.upgradeability.logic = { address: logic.address, source: logic.source, codeSize: codeSize(finalLogicCode) };
-  evidence.upgradeability.unknownDelegation = logic.source === 'token' && ownScan !== null && ownScan.delegatecall && !hasSelector(ownScan, SELECTOR.transfer);
+  evidence.upgradeability.unknownDelegation = logic.source === 'token' && ownScan !== null && delegatesToUnknownCode(ownScan);
   if (scan && !evidence.upgradeability.unknownDelegation) {
     const found = privilegedSelectors(scan);
     evidence.privileges = { scanned: true, selectors: found.filter((s) => s.kind !== 'upgrade') };

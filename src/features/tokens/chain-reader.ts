@@ -1,6 +1,7 @@
 import { erc20Abi, getAddress, type Address, type Hex } from 'viem';
 import { upstream, type ChainClient } from '../../platform/chain.js';
 import { tokenDecimals, tokenText } from '../../platform/token-metadata.js';
+import { delegatesToUnknownCode, scanCode } from '../token-risk/bytecode.js';
 import { BASE_UNISWAP_V2, type DexConfig } from '../token-risk/dex.js';
 import { choosePool, farPoolReads, poolCandidates, poolReads, wethPriceUsdc, withFarPools, type PoolChoice } from '../token-risk/pools.js';
 import { aggregate, type Read, type ReadResult } from '../token-risk/rpc.js';
@@ -32,7 +33,7 @@ export interface ContractFacts {
   eip1967Implementation: string | null;
   /** Non-zero ZeppelinOS (org.zeppelinos.proxy.implementation) slot, as used by Base USDC's proxy. */
   zosImplementation: string | null;
-  /** A DELEGATECALL opcode outside PUSH data: the contract may run code kept elsewhere. */
+  /** The contract runs code kept elsewhere (token-risk/bytecode.ts delegatesToUnknownCode, the paid report's rule). */
   delegatecall: boolean;
 }
 
@@ -52,17 +53,6 @@ function slotAddress(word: Hex | undefined): string | null {
   return /^0x0{40}$/.test(addr) ? null : getAddress(addr);
 }
 
-/** Walks the opcodes (skipping PUSH1..PUSH32 data) looking for DELEGATECALL (0xf4). */
-export function hasDelegatecall(code: Hex): boolean {
-  const bytes = Buffer.from(code.slice(2), 'hex');
-  for (let i = 0; i < bytes.length; i++) {
-    const op = bytes[i]!;
-    if (op === 0xf4) return true;
-    if (op >= 0x60 && op <= 0x7f) i += op - 0x5f;
-  }
-  return false;
-}
-
 export function contractFacts(code: Hex | undefined, implSlot: Hex | undefined, zosSlot: Hex | undefined): ContractFacts {
   const c = (code ?? '0x').toLowerCase() as Hex;
   const clone = CLONE.exec(c);
@@ -73,7 +63,7 @@ export function contractFacts(code: Hex | undefined, implSlot: Hex | undefined, 
     delegatedTo: delegation ? getAddress(`0x${delegation[1]}`) : null,
     eip1967Implementation: slotAddress(implSlot),
     zosImplementation: slotAddress(zosSlot),
-    delegatecall: c.length > 2 && !delegation && hasDelegatecall(c),
+    delegatecall: c.length > 2 && !delegation && delegatesToUnknownCode(scanCode(c)),
   };
 }
 

@@ -31,13 +31,6 @@ export type Category = (typeof CATEGORIES)[number];
 export const STATUSES = ['available', 'partial', 'unavailable'] as const;
 export type CoverageStatus = (typeof STATUSES)[number];
 
-/**
- * A contract this small that DELEGATECALLs, with no standard proxy slot set, is most likely a
- * non-standard proxy (minimal and transparent proxies are far below it). Large contracts
- * DELEGATECALL for other reasons (linked libraries, as Circle's FiatToken does).
- */
-export const PROXY_SIZED_CODE_BYTES = 4096;
-
 /** Over RPC alone this is never more than partial, and it does not decide the report's verdict. */
 const INFORMATIONAL: readonly Category[] = ['holderConcentration'];
 
@@ -149,7 +142,7 @@ function contractItems(facts: ContractFacts | null, pool: PoolChoice | null): Om
     privilegedFunctions:
       implementation
         ? ok(`implementation bytecode at ${implementation} can be scanned for privileged selectors`)
-        : facts.delegatecall && facts.codeSize < PROXY_SIZED_CODE_BYTES
+        : facts.delegatecall
           ? partial('the contract delegates calls to code not named in a standard proxy slot; only its own bytecode can be scanned')
           : ok('bytecode can be scanned for privileged selectors'),
     transferSimulation: simulationItem(pool),
