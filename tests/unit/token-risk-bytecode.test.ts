@@ -19,6 +19,10 @@ describe('bytecode scan', () => {
     expect(sel('blacklist(address)')).toBe('0xf9f92be4');
     expect(sel('upgradeTo(address)')).toBe('0x3659cfe6');
     expect(sel('upgradeToAndCall(address,bytes)')).toBe('0x4f1ef286');
+    // The tax setters of the common launch templates count as fee privileges.
+    for (const sig of ['updateBuyFees(uint256,uint256,uint256)', 'updateSellFees(uint256,uint256,uint256)', 'excludeFromFees(address,bool)']) {
+      expect(PRIVILEGED_SELECTORS.find((s) => s.signature === sig)).toMatchObject({ kind: 'fee', selector: toFunctionSelector(`function ${sig}`) });
+    }
     expect(new Set(PRIVILEGED_SELECTORS.map((s) => s.selector)).size).toBe(PRIVILEGED_SELECTORS.length);
   });
 

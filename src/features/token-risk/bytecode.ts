@@ -25,6 +25,10 @@ const PRIVILEGED: Array<[PrivilegeKind, string[]]> = [
       'setFee(uint256)', 'setFees(uint256,uint256)', 'setTaxFee(uint256)', 'setBuyFee(uint256)', 'setSellFee(uint256)',
       'setTax(uint256)', 'setTaxes(uint256,uint256)', 'setBuyTax(uint256)', 'setSellTax(uint256)', 'updateFees(uint256,uint256)',
       'setFeePercent(uint256)', 'excludeFromFee(address)', 'setExcludedFromFee(address,bool)',
+      // the buy and sell tax setters of the common launch templates (marketing, liquidity, dev shares)
+      'updateBuyFees(uint256,uint256,uint256)', 'updateSellFees(uint256,uint256,uint256)',
+      'updateBuyFees(uint256,uint256,uint256,uint256)', 'updateSellFees(uint256,uint256,uint256,uint256)',
+      'setBuyFees(uint256,uint256,uint256)', 'setSellFees(uint256,uint256,uint256)', 'excludeFromFees(address,bool)',
     ],
   ],
   [
