@@ -46,3 +46,27 @@ export async function upstream<T>(fn: () => Promise<T>): Promise<T> {
     throw err;
   }
 }
+
+const checkedChains = new WeakMap<ChainClient, Promise<void>>();
+
+/**
+ * Resolves once the client's RPC has said it serves Base (eth_chainId 8453); a success is kept per
+ * client, a failure is asked again next time. Settlement evidence read from another chain (an RPC
+ * URL of a testnet or a fork, by mistake) would vouch for a payment Base never saw, so those reads
+ * refuse it, as a 502 like any unreadable Base. The quick check reads the id itself instead: to
+ * report a wrong chain is its purpose.
+ */
+export function onBase(chain: ChainClient): Promise<void> {
+  let check = checkedChains.get(chain);
+  if (!check) {
+    check = upstream(() => chain.getChainId()).then((id) => {
+      if (id === base.id) return;
+      const err = new AppError('upstream_unavailable', UPSTREAM_DETAIL);
+      err.cause = Object.assign(new Error(`the RPC serves chain id ${id}, not Base (${base.id})`), { name: 'WrongChain' });
+      throw err;
+    });
+    checkedChains.set(chain, check);
+    check.catch(() => checkedChains.delete(chain));
+  }
+  return check;
+}

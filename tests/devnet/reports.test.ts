@@ -10,6 +10,7 @@ import { PaymentProofReport, paymentProof } from '../../src/features/reports/pay
 import { QuickCheckReport, quickCheck } from '../../src/features/reports/quick-check.js';
 import { UPSTREAM_DETAIL, createChainClient, type ChainClient } from '../../src/platform/chain.js';
 import { AppError } from '../../src/platform/errors.js';
+import { startHttpProxy } from '../helpers/paid.js';
 
 const eip3009Abi = parseAbi([
   'function transferWithAuthorization(address from, address to, uint256 value, uint256 validAfter, uint256 validBefore, bytes32 nonce, uint8 v, bytes32 r, bytes32 s)',
@@ -219,5 +220,26 @@ describe('payment proof', () => {
   it('answers 502 without leaking the RPC URL when nobody listens', async () => {
     const dead = createChainClient({ rpcUrls: [await deadUrl()], rpcTimeoutMs: 2000 });
     await expect502(prove(`0x${'ab'.repeat(32)}` as Hex, { to: addr(2), amount: '1.5' }, 1, dead));
+  });
+
+  it('answers 502, not a verdict, when the configured RPC serves another chain than Base', async () => {
+    const hash = await transfer(1, 2, 1_500_000n);
+    await test.mine({ blocks: 1 });
+    // The same node, but saying it is chain 1: what it knows of this transfer is not Base's.
+    const proxy = await startHttpProxy(devnet.rpcUrl, async (req, forward) => {
+      const message = JSON.parse(req.body) as { id: number; method: string };
+      return message.method === 'eth_chainId' ? { status: 200, body: JSON.stringify({ jsonrpc: '2.0', id: message.id, result: '0x1' }) } : forward();
+    });
+    try {
+      const elsewhere = createChainClient({ rpcUrls: [proxy.url], rpcTimeoutMs: 5000 });
+      const err = await prove(hash, { to: addr(2), amount: '1.5' }, 1, elsewhere).then(() => undefined, (e: unknown) => e);
+      expect(err).toMatchObject({ code: 'upstream_unavailable', status: 502, message: UPSTREAM_DETAIL });
+      expect(String(((err as AppError).cause as Error).message)).toMatch(/chain id 1, not Base \(8453\)/);
+      // Asked again, the same: a wrong chain is never taken for Base later.
+      await expect(prove(hash, { to: addr(2), amount: '1.5' }, 1, elsewhere)).rejects.toMatchObject({ code: 'upstream_unavailable' });
+    } finally {
+      await proxy.close();
+    }
+    expect((await prove(hash, { to: addr(2), amount: '1.5' })).verdict.decision).toBe('VERIFIED');
   });
 });

@@ -8,7 +8,7 @@ import {
   type Hash,
 } from 'viem';
 import { Type, type Static } from 'typebox';
-import { upstream, type ChainClient } from '../../platform/chain.js';
+import { onBase, upstream, type ChainClient } from '../../platform/chain.js';
 import { formatUsdc, parseUsdc } from '../../platform/money.js';
 import { NETWORK } from '../../platform/prices.js';
 import { Address, Amount, DateTime, StringEnum } from '../../platform/schemas.js';
@@ -184,7 +184,7 @@ const orNull = <T>(p: Promise<T>, missing: new (...a: never[]) => Error): Promis
 export async function gatherEvidence(chain: ChainClient, hash: Hash): Promise<{ evidence: PaymentEvidence; blockNumber: bigint | null }> {
   return upstream(async () => {
     const [receipt, head, safe, finalized] = await Promise.all([
-      orNull(chain.getTransactionReceipt({ hash }), TransactionReceiptNotFoundError),
+      onBase(chain).then(() => orNull(chain.getTransactionReceipt({ hash }), TransactionReceiptNotFoundError)),
       chain.getBlockNumber({ cacheTime: 0 }),
       tagHead(chain, 'safe'),
       tagHead(chain, 'finalized'),
