@@ -8,6 +8,12 @@ export function StringEnum<const T extends readonly string[]>(values: T, options
 }
 
 export const ADDRESS_PATTERN = '^0x[0-9a-fA-F]{40}$';
+/** 0x and an even number of hex digits (calldata, signatures). */
+export const HEX_DATA_PATTERN = '^0x([0-9a-fA-F]{2})*$';
+/** 0x and 64 hex digits: a transaction hash, an EIP-3009 nonce. */
+export const BYTES32_PATTERN = '^0x[0-9a-fA-F]{64}$';
+/** A uint256 in decimal digits (at most 78 of them). */
+export const UINT256_DIGITS_PATTERN = '^[0-9]{1,78}$';
 export const Address = (description = 'Base address: 0x followed by 40 hex characters') =>
   Type.String({ pattern: ADDRESS_PATTERN, description });
 export const Amount = (description = 'USDC amount as a decimal string: up to 12 integer digits and at most 6 fractional digits') =>

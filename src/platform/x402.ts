@@ -11,10 +11,12 @@ import { FacilitatorResponseError, SettleError, VerifyError, type PaymentPayload
 import { ExactEvmScheme } from '@x402/evm/exact/server';
 import { bazaarResourceServerExtension, declareDiscoveryExtension } from '@x402/extensions/bazaar';
 import { createCdpAuthHeaders } from '@coinbase/x402';
-import type { TSchema } from 'typebox';
+import { Type, type Static, type TSchema } from 'typebox';
 import type { Config } from '../config.js';
 import { digestOf } from './canonical.js';
 import { AppError } from './errors.js';
+import { compileBodyValidator } from './http.js';
+import { Address, BYTES32_PATTERN, HEX_DATA_PATTERN, UINT256_DIGITS_PATTERN } from './schemas.js';
 import { NETWORK, PAID_REPORTS, USDC_ADDRESS, priceMicro, type PaidReportName } from './prices.js';
 
 export type { PaymentPayload, PaymentRequirements };
@@ -35,7 +37,29 @@ export type GateResult =
   | { kind: 'respond'; status: number; headers: Record<string, string>; reason: string }
   | { kind: 'verified'; payload: PaymentPayload; requirements: PaymentRequirements; extensions?: Record<string, unknown> | undefined };
 
-const NOT_A_PAYLOAD = 'PAYMENT-SIGNATURE is not a valid x402 v2 payment payload';
+/**
+ * What the service reads of a payment: an x402 v2 exact EIP-3009 authorization, every field in
+ * the form EIP-3009 gives it. A field the facilitator cannot read is the caller's mistake (400),
+ * not a facilitator that did not answer (its error for such a payload reads as one). Other
+ * members (accepted, resource, extensions) are the SDK's to check.
+ */
+const Uint256 = Type.String({ pattern: UINT256_DIGITS_PATTERN });
+const ExactEvmPayment = Type.Object({
+  x402Version: Type.Literal(2),
+  payload: Type.Object({
+    signature: Type.String({ pattern: HEX_DATA_PATTERN, minLength: 4 }),
+    authorization: Type.Object({
+      from: Address(),
+      to: Address(),
+      value: Uint256,
+      validAfter: Uint256,
+      validBefore: Uint256,
+      nonce: Type.String({ pattern: BYTES32_PATTERN }),
+    }),
+  }),
+});
+type ExactEvmPayment = Static<typeof ExactEvmPayment>;
+const checkPayment = compileBodyValidator(ExactEvmPayment, 'PAYMENT-SIGNATURE');
 
 /**
  * The x402 identity of a payment: who authorized it and with which single-use nonce, and the
@@ -50,45 +74,12 @@ export function paymentIdentity(header: string): { payload: PaymentPayload; auth
     // canonicalize refuses what JSON cannot carry back (a number such as 1e999 parses to Infinity)
     digest = digestOf(payload);
   } catch {
-    throw new AppError('invalid_request', NOT_A_PAYLOAD);
+    throw new AppError('invalid_request', 'PAYMENT-SIGNATURE is not a valid x402 v2 payment payload');
   }
-  if (typeof payload !== 'object' || payload === null || Array.isArray(payload)) throw new AppError('invalid_request', NOT_A_PAYLOAD);
-  const exact = payload.payload as { authorization?: Record<string, unknown>; signature?: unknown } | null | undefined;
-  const auth = exact?.authorization;
-  if (payload.x402Version !== 2 || typeof auth !== 'object' || auth === null) {
-    throw new AppError('invalid_request', 'PAYMENT-SIGNATURE must be an x402 v2 exact EIP-3009 authorization');
-  }
-  // Every field in the form EIP-3009 gives it: a field the facilitator cannot read is the caller's
-  // mistake (400), not a facilitator that did not answer (its error for such a payload reads as one).
-  for (const [field, pattern] of AUTHORIZATION_FIELDS) {
-    if (typeof auth[field] !== 'string' || !pattern.test(auth[field])) {
-      throw new AppError('invalid_request', `PAYMENT-SIGNATURE: authorization.${field} is not ${DESCRIBED.get(pattern)}`);
-    }
-  }
-  if (typeof exact!.signature !== 'string' || !HEX_BYTES.test(exact!.signature)) {
-    throw new AppError('invalid_request', 'PAYMENT-SIGNATURE: signature is not 0x-prefixed hex bytes');
-  }
-  const from = auth.from as string;
-  return { payload, authId: `${from.toLowerCase()}:${(auth.nonce as string).toLowerCase()}`, payer: from, digest };
+  checkPayment(payload);
+  const { from, nonce } = (payload as unknown as ExactEvmPayment).payload.authorization;
+  return { payload, authId: `${from.toLowerCase()}:${nonce.toLowerCase()}`, payer: from, digest };
 }
-
-const ADDRESS = /^0x[0-9a-fA-F]{40}$/;
-const UINT256 = /^[0-9]{1,78}$/;
-const BYTES32 = /^0x[0-9a-fA-F]{64}$/;
-const HEX_BYTES = /^0x(?:[0-9a-fA-F]{2})+$/;
-const DESCRIBED = new Map([
-  [ADDRESS, 'an address (0x and 40 hex digits)'],
-  [UINT256, 'a whole number in decimal digits'],
-  [BYTES32, 'a 32-byte hex value (0x and 64 hex digits)'],
-]);
-const AUTHORIZATION_FIELDS: Array<[string, RegExp]> = [
-  ['from', ADDRESS],
-  ['to', ADDRESS],
-  ['value', UINT256],
-  ['validAfter', UINT256],
-  ['validBefore', UINT256],
-  ['nonce', BYTES32],
-];
 
 /** Why the SDK answered with a challenge: the `error` of its PAYMENT-REQUIRED header. */
 function challengeReason(headers: Record<string, string>): string {

@@ -1,9 +1,9 @@
 import { Type } from 'typebox';
 import { AppError } from '../../platform/errors.js';
-import { Address, Chain } from '../../platform/schemas.js';
+import { Address, BYTES32_PATTERN, Chain, HEX_DATA_PATTERN, UINT256_DIGITS_PATTERN } from '../../platform/schemas.js';
 
-export const HEX_DATA_PATTERN = '^0x([0-9a-fA-F]{2})*$';
-export const TX_HASH_PATTERN = '^0x[0-9a-fA-F]{64}$';
+export { HEX_DATA_PATTERN };
+export const TX_HASH_PATTERN = BYTES32_PATTERN;
 
 /** Body of the paid transaction preflight (and of the evidence-chain preflight attachment). */
 export const PreflightRequest = Type.Object(
@@ -11,7 +11,7 @@ export const PreflightRequest = Type.Object(
     chain: Chain,
     to: Address('Destination of the unsigned transaction'),
     from: Type.Optional(Address('Sender used for the simulation')),
-    valueWei: Type.Optional(Type.String({ pattern: '^[0-9]{1,78}$', description: 'Native value in wei, digits only' })),
+    valueWei: Type.Optional(Type.String({ pattern: UINT256_DIGITS_PATTERN, description: 'Native value in wei, digits only' })),
     data: Type.Optional(Type.String({ pattern: HEX_DATA_PATTERN, maxLength: 60000, description: 'Unsigned calldata: 0x and an even number of hex digits' })),
   },
   { additionalProperties: false },
