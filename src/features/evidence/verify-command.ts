@@ -1,5 +1,5 @@
 import { readFile } from 'node:fs/promises';
-import { verifyChain, type ChainVerification, type JwksDocument } from './verify.js';
+import { verifyChain, type JwksDocument } from './verify.js';
 
 type Out = { log: (s: string) => void; error: (s: string) => void };
 
@@ -16,16 +16,6 @@ async function loadJwks(source: string): Promise<JwksDocument> {
   const doc = JSON.parse(text) as JwksDocument;
   if (!doc || !Array.isArray(doc.keys)) throw new Error('the JWKS has no keys array');
   return doc;
-}
-
-/** verifyChain, where anything it did not foresee is one more problem of the report, not a crash. */
-function verifyOrReport(chain: unknown, jwks: JwksDocument): ChainVerification {
-  try {
-    return verifyChain(chain, jwks);
-  } catch (err) {
-    const problem = `the document could not be checked: ${err instanceof Error ? err.message : String(err)}`;
-    return { ok: false, evidenceChainId: null, intentDigest: null, events: 0, receiptsVerified: 0, linksVerified: 0, headVerified: false, problems: [problem], warnings: [] };
-  }
 }
 
 /**
@@ -50,7 +40,7 @@ export async function evidenceVerifyCommand(args: string[], out: Out): Promise<n
     out.error(`paywarden: ${err instanceof Error ? err.message : String(err)}`);
     return 1;
   }
-  const result = verifyOrReport(chain, jwks);
+  const result = verifyChain(chain, jwks);
   out.log(JSON.stringify(result, null, 2));
   if (!result.ok) out.error(`paywarden: evidence chain does NOT verify (${result.problems.length} problem(s))`);
   return result.ok ? 0 : 1;

@@ -175,21 +175,33 @@ function headProblems(head: unknown, chainId: string, events: unknown[], jwks: J
   return out;
 }
 
+/** A verification report: ok exactly when there is no problem. */
+const verification = (problems: string[], warnings: string[], extra: Partial<ChainVerification> = {}): ChainVerification => ({
+  evidenceChainId: null,
+  intentDigest: null,
+  events: 0,
+  receiptsVerified: 0,
+  linksVerified: 0,
+  headVerified: false,
+  ...extra,
+  problems,
+  warnings,
+  ok: problems.length === 0,
+});
+
+/** The audit of `doc`; anything it did not foresee is one more problem of the report, never a crash. */
 export function verifyChain(doc: unknown, jwks: JwksDocument): ChainVerification {
+  try {
+    return audit(doc, jwks);
+  } catch (err) {
+    return verification([`the document could not be checked: ${err instanceof Error ? err.message : String(err)}`], []);
+  }
+}
+
+function audit(doc: unknown, jwks: JwksDocument): ChainVerification {
   const problems: string[] = [];
   const warnings: string[] = [];
-  const report = (extra: Partial<ChainVerification> = {}): ChainVerification => ({
-    evidenceChainId: null,
-    intentDigest: null,
-    events: 0,
-    receiptsVerified: 0,
-    linksVerified: 0,
-    headVerified: false,
-    ...extra,
-    problems,
-    warnings,
-    ok: problems.length === 0,
-  });
+  const report = (extra: Partial<ChainVerification> = {}) => verification(problems, warnings, extra);
   if (!isObject(doc) || typeof doc.evidenceChainId !== 'string' || !isObject(doc.intent) || typeof doc.intentDigest !== 'string' || !Array.isArray(doc.events)) {
     problems.push('not an evidence chain: evidenceChainId, intent, intentDigest and events are required');
     return report();
@@ -266,7 +278,8 @@ export function verifyChain(doc: unknown, jwks: JwksDocument): ChainVerification
     // cut or rearranged since; only their place at the time they were recorded is unsigned.
     // Without a verified head nothing covers them, and the head's problem already fails the audit.
     const unsignedLinks = `event(s) ${unsigned.join(', ')}: no link receipt (stored before links were signed), so their place in the chain was not signed when they were recorded`;
-    (headIssues.length === 0 ? warnings : problems).push(headIssues.length === 0 ? `${unsignedLinks}; the signed head covers them as read` : unsignedLinks);
+    if (headIssues.length === 0) warnings.push(`${unsignedLinks}; the signed head covers them as read`);
+    else problems.push(unsignedLinks);
   }
   return report({
     evidenceChainId: chainId,
