@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import Ajv, { type Options } from 'ajv';
+import Ajv, { type Options, type ValidateFunction } from 'ajv';
 import addFormats from 'ajv-formats';
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest, onSendHookHandler } from 'fastify';
 import { AppError, PROBLEM_CONTENT_TYPE, problemBody } from './errors.js';
@@ -19,7 +19,7 @@ const lenientAjv = addFormats.default(new Ajv.default({ ...ajvBase, coerceTypes:
 
 export function installValidators(app: FastifyInstance): void {
   app.setValidatorCompiler(({ schema, httpPart }) =>
-    (httpPart === 'body' ? strictAjv : lenientAjv).compile(schema as object),
+    httpPart === 'body' ? strictAjv.compile(schema as object) : integersInDigits(schema as object, lenientAjv.compile(schema as object)),
   );
   // Bodies are JSON only. Fastify also parses text/plain by default, which turned a JSON body sent
   // as text/plain into a confusing "body: must be object" 400 instead of the 415 it is.
@@ -38,6 +38,29 @@ export function installValidators(app: FastifyInstance): void {
         else done(null, value);
       });
   });
+}
+
+/**
+ * Query strings and path parameters arrive as text and are coerced to the schema's types, and
+ * ajv's coercion takes anything JavaScript reads as a number ("0x10", "1e1", " 10", "10.0"). An
+ * integer member must be written in plain digits: its text is checked before the coercion.
+ */
+function integersInDigits(schema: object, validate: ValidateFunction): ValidateFunction {
+  const properties = (schema as { properties?: Record<string, { type?: unknown }> }).properties ?? {};
+  const integers = Object.keys(properties).filter((k) => properties[k]!.type === 'integer');
+  if (integers.length === 0) return validate;
+  const checked = ((data: Record<string, unknown> | null, ...rest: unknown[]) => {
+    const text = integers.find((k) => typeof data?.[k] === 'string' && !/^-?[0-9]+$/.test(data[k] as string));
+    if (text !== undefined) {
+      checked.errors = [{ instancePath: `/${text}`, schemaPath: '', keyword: 'type', params: { type: 'integer' }, message: 'must be a whole number in digits' }];
+      return false;
+    }
+    const ok = (validate as (...a: unknown[]) => boolean)(data, ...rest);
+    checked.errors = validate.errors;
+    return ok;
+  }) as ValidateFunction;
+  checked.schemaEnv = validate.schemaEnv;
+  return checked;
 }
 
 /** Validates a JSON value the way request bodies are validated; throws a 400 AppError naming `part`. */

@@ -114,15 +114,6 @@ export const policyRoutes: FastifyPluginAsyncTypebox<AppDeps & { decisions: Deci
         querystring: DecisionListQuery,
         response: { 200: DecisionList, ...problems(400, 401, 404, 410) },
       },
-      // Query strings are coerced to the schema's types, and ajv takes anything JavaScript reads
-      // as a number ("0x10", "1e1", " 10", "10.0"); a limit must be written in plain digits.
-      preValidation: async (request) => {
-        const { limit } = request.query as { limit?: unknown };
-        if (limit !== undefined && !(typeof limit === 'string' && /^[0-9]{1,3}$/.test(limit))) {
-          const message = 'must be a whole number from 1 to 200, in digits';
-          throw new AppError('invalid_request', `querystring/limit: ${message}`, { errors: [{ path: 'querystring/limit', message }] });
-        }
-      },
     },
     async (request) => {
       const row = await adminPolicy(request.params.policyId, request.headers.authorization);
