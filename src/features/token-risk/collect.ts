@@ -6,7 +6,7 @@ import { codeSize, delegatesToUnknownCode, eip1167Target, eip7702Delegate, hasSe
 import { BASE_UNISWAP_V2, type DexConfig } from './dex.js';
 import type { LogicSource, PoolEvidence, SimulationEvidence, TokenRiskEvidence } from './evidence.js';
 import { lookupLiquidity, type TokenMarketLookup } from './market.js';
-import { aggregate, asAddress, asBool, asString, asUint, blockNumberRead, newMeter, read, readSlots, slotAddress, timestampRead, track, type Read, type ReadResult, type RpcMeter } from './rpc.js';
+import { aggregateNamed, asAddress, asBool, asString, asUint, blockNumberRead, newMeter, read, readSlots, slotAddress, timestampRead, track, type Read, type ReadResult, type RpcMeter } from './rpc.js';
 import { choosePool, farPoolReads, poolCandidates, poolReads, quotesFor, wethPriceUsdc, withFarPools, type PoolChoice } from './pools.js';
 import { simulateTrades } from './simulate.js';
 
@@ -55,13 +55,6 @@ const tokenAbi = parseAbi([
 const randomAccount = (): Address => getAddress(`0x${randomBytes(20).toString('hex')}`);
 const isBurn = (a: Address | null) => a === null || a === zeroAddress || a.toLowerCase() === DEAD.toLowerCase();
 
-/** Runs named reads in one Multicall3 request and returns the results by name. */
-async function named<K extends string>(chain: ChainClient, reads: Record<K, Read>, blockNumber?: bigint): Promise<Record<K, ReadResult>> {
-  const keys = Object.keys(reads) as K[];
-  const results = await aggregate(chain, keys.map((k) => reads[k]), blockNumber);
-  return Object.fromEntries(keys.map((k, i) => [k, results[i]!])) as Record<K, ReadResult>;
-}
-
 export async function collectEvidence(chain: ChainClient, token: Address, opts: CollectOptions = {}): Promise<{ evidence: TokenRiskEvidence; meter: RpcMeter }> {
   const dex = opts.dex ?? BASE_UNISWAP_V2;
   const meter = newMeter();
@@ -90,7 +83,7 @@ export async function collectEvidence(chain: ChainClient, token: Address, opts: 
   const [code, slots, r, liquidity] = await Promise.all([
     track(meter, chain.getCode({ address: token })),
     track(meter, readSlots(chain, token, slotList)),
-    track(meter, named(chain, r1)),
+    track(meter, aggregateNamed(chain, r1)),
     lookupLiquidity(opts.market, token),
   ]);
   const blockNumber = asUint(r.blockNumber);
@@ -175,7 +168,7 @@ export async function collectEvidence(chain: ChainClient, token: Address, opts: 
   const [logicCode, ownerCode, x, sim] = await Promise.all([
     needLogicCode ? track(meter, chain.getCode({ address: logic.address, blockNumber: at })) : Promise.resolve(logic.source === 'token' ? code : undefined),
     liveOwner ? track(meter, chain.getCode({ address: liveOwner, blockNumber: at })) : Promise.resolve(undefined),
-    hasExtras ? track(meter, named(chain, extras, at)) : Promise.resolve({} as Record<string, ReadResult>),
+    hasExtras ? track(meter, aggregateNamed(chain, extras, at)) : Promise.resolve({} as Record<string, ReadResult>),
     wantSim ? simulate(pool!) : Promise.resolve(null),
   ]);
 

@@ -61,6 +61,13 @@ export async function aggregate(chain: ChainClient, reads: Read[], blockNumber?:
   return out.map((r) => ({ success: r.success, data: r.returnData }));
 }
 
+/** aggregate over named reads: one eth_call, each result under its read's name. */
+export async function aggregateNamed<K extends string>(chain: ChainClient, reads: Record<K, Read>, blockNumber?: bigint): Promise<Record<K, ReadResult>> {
+  const keys = Object.keys(reads) as K[];
+  const results = await aggregate(chain, keys.map((k) => reads[k]), blockNumber);
+  return Object.fromEntries(keys.map((k, i) => [k, results[i]!])) as Record<K, ReadResult>;
+}
+
 /**
  * Reads storage slots of `address` in one eth_call: for that call only, the account's code is
  * replaced (state override) by a 26-byte reader that returns sload(word) for every 32-byte word

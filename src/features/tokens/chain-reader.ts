@@ -4,7 +4,7 @@ import { tokenDecimals, tokenText } from '../../platform/token-metadata.js';
 import { delegatesToUnknownCode, scanCode } from '../token-risk/bytecode.js';
 import { BASE_UNISWAP_V2, type DexConfig } from '../token-risk/dex.js';
 import { choosePool, farPoolReads, poolCandidates, poolReads, wethPriceUsdc, withFarPools, type PoolChoice } from '../token-risk/pools.js';
-import { aggregate, type Read, type ReadResult } from '../token-risk/rpc.js';
+import { aggregateNamed } from '../token-risk/rpc.js';
 
 /**
  * The few cheap Base reads the free token tools make. Both methods throw an AppError
@@ -67,22 +67,16 @@ export function contractFacts(code: Hex | undefined, implSlot: Hex | undefined, 
   };
 }
 
-async function named(chain: ChainClient, reads: Record<string, Read>): Promise<Record<string, ReadResult>> {
-  const keys = Object.keys(reads);
-  const results = await aggregate(chain, keys.map((k) => reads[k]!));
-  return Object.fromEntries(keys.map((k, i) => [k, results[i]!]));
-}
-
 /** The TokenChainReader of the configured Base RPC (viem, with its fallback transport). */
 export function viemTokenChainReader(chain: ChainClient, dex: DexConfig = BASE_UNISWAP_V2): TokenChainReader {
   return {
     async pool(address) {
       const token = getAddress(address.toLowerCase()) as Address;
       return upstream(async () => {
-        const r = await named(chain, poolReads(dex, token));
+        const r = await aggregateNamed(chain, poolReads(dex, token));
         let candidates = poolCandidates(dex, token, r);
         const far = farPoolReads(token, candidates);
-        if (Object.keys(far).length) candidates = withFarPools(token, candidates, await named(chain, far));
+        if (Object.keys(far).length) candidates = withFarPools(token, candidates, await aggregateNamed(chain, far));
         return choosePool(candidates, wethPriceUsdc(dex, r));
       });
     },
