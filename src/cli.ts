@@ -10,7 +10,7 @@ Operator commands; they act on the database named by DATABASE_URL (default sqlit
 
   policy show <policyId>                     print a policy (never its key hashes)
   policy direct-checks <policyId> on|off     turn direct evidence checks (preflight, settlement) on or off
-  purge                                      delete data past its retention (pilot policies, leads)
+  purge                                      delete data past its retention (pilot policies, leads, recovery orders)
 
 Audit commands; they need no database.
 
