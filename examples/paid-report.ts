@@ -52,6 +52,8 @@ const before = await usdcBalance();
 const created = await postJson('/api/orders', { path: REPORT_PATH, input: INPUT });
 if (created.status !== 201) await failWith('creating the recovery order', created);
 const order = (await created.json()) as { id: string; key: string; expiresAt: string };
+// Printed so that a demo can be resumed by hand. A real client stores the key where only it can
+// read it (whoever holds id and key can restore the report) and never logs it.
 console.log(`\n(a) recovery order  id=${order.id}  key=${order.key}  expires ${order.expiresAt}`);
 
 // (b) Pay. The wrapper sees the 402, signs one EIP-3009 authorization for the quoted price, and
