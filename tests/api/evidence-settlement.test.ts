@@ -65,24 +65,29 @@ describe('settlement reconciliation', () => {
     expect(json(await readSummary(t, b.evidenceChainId, p.agentKey))).toMatchObject({ reconciliation: 'MISMATCH' });
   });
 
-  it("a payment claimed by another policy's chain is a 409 that records nothing, names no chain, and leaves this chain open", async () => {
+  it("a payment another policy's chain reconciled first still settles this policy's intent: claims are per policy", async () => {
+    // Anyone can create a policy: a griefer copies the recipient and amount of a public transfer
+    // into an intent of their own and reconciles it before the rightful tenant does.
     const other = await createPolicy(t, { allowedRecipients: [], blockUnknownRecipients: false, requireHumanAbove: '1000', maxPerTransaction: '1000', dailyBudget: '100000' });
     await new PolicyStore(t.database).setDirectChecks(other.policyId, true, t.clock.now());
+    const theirChain = () => createChain(t, other, { recipient: addr(2), amount: '3.25', expectedFrom: addr(1) });
     const mine = await chainFor('3.25', 1);
-    const theirs = await createChain(t, other, { recipient: addr(2), amount: '3.25', expectedFrom: addr(1) });
+    const theirs = await theirChain();
     const hash = await transfer(1, 2, 3_250_000n);
-    const claimed = await settle(t, theirs.evidenceChainId, other.agentKey, { txHash: hash });
-    expect(json(claimed)).toMatchObject({ result: 'MATCH' });
+    expect(json(await settle(t, theirs.evidenceChainId, other.agentKey, { txHash: hash }))).toMatchObject({ result: 'MATCH' });
 
     const res = await settle(t, mine.evidenceChainId, p.agentKey, { txHash: hash });
-    const problem = expectProblem(res, 409, 'evidence_conflict');
-    expect(problem.detail).toMatch(/another policy/);
+    expect(res.statusCode, res.body).toBe(200);
+    expect(json(res)).toMatchObject({ result: 'MATCH', mismatches: [], replayed: false });
     expect(res.body).not.toContain(theirs.evidenceChainId);
-    expect(await settlementEvents(mine.evidenceChainId)).toHaveLength(0);
-    expect(json(await readSummary(t, mine.evidenceChainId, p.agentKey))).toMatchObject({ reconciliation: 'NOT_SUBMITTED' });
-    // Not final: the same answer again, and another payment can still settle this chain.
-    expectProblem(await settle(t, mine.evidenceChainId, p.agentKey, { txHash: hash }), 409, 'evidence_conflict');
-    expect(await settleOk(mine.evidenceChainId, await transfer(1, 2, 3_250_000n))).toMatchObject({ result: 'MATCH' });
+    expect(json(await readSummary(t, mine.evidenceChainId, p.agentKey))).toMatchObject({ reconciliation: 'MATCH' });
+
+    // Within each policy the payment still settles one intent, and only that policy's chain is named.
+    const again = await settleOk((await chainFor('3.25', 1)).evidenceChainId, hash);
+    expect(again).toMatchObject({ result: 'MISMATCH', reason: expect.stringContaining(mine.evidenceChainId) });
+    expect(again.reason).not.toContain(theirs.evidenceChainId);
+    const theirAgain = json(await settle(t, (await theirChain()).evidenceChainId, other.agentKey, { txHash: hash }));
+    expect(theirAgain).toMatchObject({ result: 'MISMATCH', reason: expect.stringContaining(theirs.evidenceChainId) });
   });
 
   it('two transfers in one transaction can settle two intents, one each', async () => {

@@ -121,29 +121,25 @@ export class DirectChecks {
 }
 
 /**
- * A MATCH holds only if the paying Transfer is not already the settlement of another chain: one
- * payment settles one intent. The first matching Transfer of the transaction that is free (or
- * already this chain's) is claimed. When every one is held:
- * - by a chain of the same policy, the answer is MISMATCH (final), naming that chain, which the
- *   same agent key can read anyway;
- * - only by chains of other policies, nothing is recorded and the answer is 409: another
- *   tenant's claim is no field of this intent that differs (so no MISMATCH), must not close
- *   this chain, and its chain id is not this caller's to know.
+ * A MATCH holds only if the paying Transfer is not already the settlement of another chain of
+ * the same policy: one payment settles one intent. The first matching Transfer of the
+ * transaction that is free (or already this chain's) is claimed; when every one is held by
+ * another chain of the policy, the answer is MISMATCH (final), naming that chain, which the same
+ * agent key can read anyway. Chains of other policies hold their own claims and change nothing
+ * here (see claimTransfer).
  */
 async function claimOrMismatch(store: EvidenceStore, tx: Tx, chain: ChainRow, o: SettlementObservation, now: Date): Promise<SettlementObservation> {
   if (o.result !== 'MATCH') return o;
-  let samePolicyHolder: string | undefined;
+  let heldBy: string | undefined;
   for (const t of payingTransfers(o)) {
-    const holder = await store.claimTransfer(tx, o.txHash, t.logIndex, chain.id, now);
-    if (holder.chainId === chain.id) return o;
-    if (holder.policyId === chain.policy_id) samePolicyHolder ??= holder.chainId;
+    const holder = await store.claimTransfer(tx, chain, o.txHash, t.logIndex, now);
+    if (holder === chain.id) return o;
+    heldBy ??= holder;
   }
-  if (samePolicyHolder === undefined) throw new AppError('evidence_conflict', CLAIMED_ELSEWHERE);
-  return { ...o, result: 'MISMATCH', reason: `this payment is already reconciled as the settlement of evidence chain ${samePolicyHolder}; one payment settles one intent` };
+  // A MATCH has a paying Transfer by construction; should one ever have none, nothing is recorded.
+  if (heldBy === undefined) throw new Error(`settlement MATCH of ${o.txHash} without a paying transfer`);
+  return { ...o, result: 'MISMATCH', reason: `this payment is already reconciled as the settlement of evidence chain ${heldBy}; one payment settles one intent` };
 }
-
-export const CLAIMED_ELSEWHERE =
-  'this payment is already reconciled as the settlement of an evidence chain of another policy; one payment settles one intent. Nothing was recorded: this chain stays open for another transaction.';
 
 function sameOrConflict(recorded: ChainEvent, inputDigest: string): ChainEvent {
   if (recorded.body.inputDigest !== inputDigest) {

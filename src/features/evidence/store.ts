@@ -138,24 +138,26 @@ export class EvidenceStore {
   }
 
   /**
-   * Claims a USDC Transfer as the settlement of `chainId` and answers who holds it now: this
-   * chain (claimed now, or already was), or the chain (and its policy) that claimed it first. A
-   * concurrent claim of the same transfer waits for the first to commit, then sees it.
+   * Claims a USDC Transfer as the settlement of `chain` within its policy and answers which chain
+   * of that policy holds it now: this one (claimed now, or already was) or the one that claimed
+   * it first. Claims are per policy: a transfer is public, so another tenant's chain naming it
+   * is that tenant's own record and must not lock this one out. A concurrent claim of the same
+   * transfer in the same policy waits for the first to commit, then sees it.
    */
-  async claimTransfer(tx: Tx, txHash: string, logIndex: number, chainId: string, now: Date): Promise<{ chainId: string; policyId: string }> {
+  async claimTransfer(tx: Tx, chain: Pick<ChainRow, 'id' | 'policy_id'>, txHash: string, logIndex: number, now: Date): Promise<string> {
     await tx
       .insertInto('evidence_settlement_claims')
-      .values({ tx_hash: txHash, log_index: logIndex, chain_id: chainId, created_at: now.toISOString() })
-      .onConflict((oc) => oc.columns(['tx_hash', 'log_index']).doNothing())
+      .values({ policy_id: chain.policy_id, tx_hash: txHash, log_index: logIndex, chain_id: chain.id, created_at: now.toISOString() })
+      .onConflict((oc) => oc.columns(['policy_id', 'tx_hash', 'log_index']).doNothing())
       .execute();
     const holder = await tx
-      .selectFrom('evidence_settlement_claims as c')
-      .innerJoin('evidence_chains as ch', 'ch.id', 'c.chain_id')
-      .select(['c.chain_id', 'ch.policy_id'])
-      .where('c.tx_hash', '=', txHash)
-      .where('c.log_index', '=', logIndex)
+      .selectFrom('evidence_settlement_claims')
+      .select('chain_id')
+      .where('policy_id', '=', chain.policy_id)
+      .where('tx_hash', '=', txHash)
+      .where('log_index', '=', logIndex)
       .executeTakeFirstOrThrow();
-    return { chainId: holder.chain_id, policyId: holder.policy_id };
+    return holder.chain_id;
   }
 
   /** Deletes the chains (and their events) of policies whose access ended; returns how many chains. */

@@ -1,6 +1,7 @@
 import { Migrator, sql, type Kysely, type Migration } from 'kysely';
 import type { Dialect } from './database.js';
 import { payingTransfers, type SettlementObservation } from '../../features/evidence/settlement.js';
+import { claimsPerPolicy } from './claims-per-policy.js';
 
 /**
  * Migrations run at start, in order, once each. They are written once for both databases:
@@ -248,6 +249,11 @@ function migrations(dialect: Dialect): Record<string, Migration> {
             ? await sql`select 1 from information_schema.columns where table_schema = current_schema() and table_name = 'evidence_events' and column_name = 'link_receipt'`.execute(db)
             : await sql`select 1 from pragma_table_info('evidence_events') where name = 'link_receipt'`.execute(db);
         if (existing.rows.length === 0) await db.schema.alterTable('evidence_events').addColumn('link_receipt', 'text').execute();
+      },
+    },
+    '0010_settlement_claims_per_policy': {
+      async up(db: Kysely<any>) {
+        await claimsPerPolicy(db, dialect);
       },
     },
   };

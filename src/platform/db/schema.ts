@@ -171,10 +171,12 @@ export interface EvidenceEventsTable {
 }
 
 /**
- * Which evidence chain a USDC Transfer (transaction and log index) was reconciled as the MATCH
- * of: one payment settles one intent, however many chains name its transaction.
+ * Which evidence chain of a policy a USDC Transfer (transaction and log index) was reconciled as
+ * the MATCH of: within a policy, one payment settles one intent, however many of its chains name
+ * the transaction. Another policy's claim of the same public transfer is its own record (0010).
  */
 export interface EvidenceSettlementClaimsTable {
+  policy_id: string;
   tx_hash: string;
   log_index: number;
   chain_id: string;

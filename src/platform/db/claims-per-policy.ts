@@ -1,0 +1,46 @@
+import { sql, type Kysely } from 'kysely';
+import type { Dialect } from './database.js';
+
+/**
+ * Migration 0010: settlement claims are held per policy, keyed (policy_id, tx_hash, log_index).
+ *
+ * 0005 keyed them by the transfer alone, across tenants: anyone could open a chain under a policy
+ * of their own whose intent copies a public Base transfer, reconcile it first, and so lock the
+ * rightful tenant out of recording its own payment's settlement. Within one policy a transfer
+ * still settles one intent; another policy's claim is that tenant's own record and blocks nobody.
+ * Existing claims take the policy of their chain.
+ */
+export async function claimsPerPolicy(db: Kysely<any>, dialect: Dialect): Promise<void> {
+  if (dialect === 'postgres') {
+    // PostgreSQL runs each migration in one transaction with its record: all of it or nothing.
+    await db.schema.alterTable('evidence_settlement_claims').addColumn('policy_id', 'text', (c) => c.references('policies.id')).execute();
+    await sql`update evidence_settlement_claims c set policy_id = ch.policy_id from evidence_chains ch where ch.id = c.chain_id`.execute(db);
+    await db.schema.alterTable('evidence_settlement_claims').alterColumn('policy_id', (c) => c.setNotNull()).execute();
+    await db.schema.alterTable('evidence_settlement_claims').dropConstraint('evidence_settlement_claims_pk').execute();
+    await db.schema.alterTable('evidence_settlement_claims').addPrimaryKeyConstraint('evidence_settlement_claims_pk', ['policy_id', 'tx_hash', 'log_index']).execute();
+    return;
+  }
+  // SQLite cannot change a primary key, so the table is rebuilt. It runs migrations outside a
+  // transaction and records each one after it: the rebuild is one transaction of its own, and a
+  // start that stopped after it committed, before the record, finds it done.
+  const done = await sql`select 1 from pragma_table_info('evidence_settlement_claims') where name = 'policy_id'`.execute(db);
+  if (done.rows.length > 0) return;
+  await db.transaction().execute(async (tx) => {
+    await tx.schema
+      .createTable('evidence_settlement_claims_0010')
+      .addColumn('policy_id', 'text', (c) => c.notNull().references('policies.id'))
+      .addColumn('tx_hash', 'text', (c) => c.notNull())
+      .addColumn('log_index', 'integer', (c) => c.notNull())
+      .addColumn('chain_id', 'text', (c) => c.notNull().references('evidence_chains.id'))
+      .addColumn('created_at', 'text', (c) => c.notNull())
+      .addPrimaryKeyConstraint('evidence_settlement_claims_pk', ['policy_id', 'tx_hash', 'log_index'])
+      .execute();
+    await sql`insert into evidence_settlement_claims_0010 (policy_id, tx_hash, log_index, chain_id, created_at)
+      select ch.policy_id, c.tx_hash, c.log_index, c.chain_id, c.created_at
+      from evidence_settlement_claims c join evidence_chains ch on ch.id = c.chain_id`.execute(tx);
+    await tx.schema.dropTable('evidence_settlement_claims').execute();
+    await tx.schema.alterTable('evidence_settlement_claims_0010').renameTo('evidence_settlement_claims').execute();
+    // Dropped with the old table; purging a policy's chains finds their claims through it.
+    await tx.schema.createIndex('evidence_settlement_claims_chain').on('evidence_settlement_claims').column('chain_id').execute();
+  });
+}
