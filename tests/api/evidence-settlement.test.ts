@@ -39,6 +39,12 @@ const settleOk = async (id: string, txHash: string, app: TestApp = t) => {
   expect(res.statusCode, res.body).toBe(200);
   return json(res);
 };
+/** Another tenant: a policy of its own, with the direct checks on. */
+async function pilotPolicy(): Promise<Created> {
+  const other = await createPolicy(t, { allowedRecipients: [], blockUnknownRecipients: false, requireHumanAbove: '1000', maxPerTransaction: '1000', dailyBudget: '100000' });
+  await new PolicyStore(t.database).setDirectChecks(other.policyId, true, t.clock.now());
+  return other;
+}
 const settlementEvents = async (id: string) => json(await readChain(t, id, p.agentKey)).events.filter((e: any) => e.eventType === 'SETTLEMENT_RECONCILED');
 
 beforeAll(async () => {
@@ -68,8 +74,7 @@ describe('settlement reconciliation', () => {
   it("a payment another policy's chain reconciled first still settles this policy's intent: claims are per policy", async () => {
     // Anyone can create a policy: a griefer copies the recipient and amount of a public transfer
     // into an intent of their own and reconciles it before the rightful tenant does.
-    const other = await createPolicy(t, { allowedRecipients: [], blockUnknownRecipients: false, requireHumanAbove: '1000', maxPerTransaction: '1000', dailyBudget: '100000' });
-    await new PolicyStore(t.database).setDirectChecks(other.policyId, true, t.clock.now());
+    const other = await pilotPolicy();
     const theirChain = () => createChain(t, other, { recipient: addr(2), amount: '3.25', expectedFrom: addr(1) });
     const mine = await chainFor('3.25', 1);
     const theirs = await theirChain();
@@ -230,6 +235,27 @@ describe('concurrent settlement submissions', () => {
     expect(bodies.filter((b) => !b.replayed)).toHaveLength(1);
     expect(bodies.every((b) => b.result === 'MATCH')).toBe(true);
     expect(await settlementEvents(c.evidenceChainId)).toHaveLength(1);
+  });
+
+  it('chains of two policies settling one transfer at once: in each policy one MATCH, the others MISMATCH naming it', async () => {
+    const other = await pilotPolicy();
+    const chains = await Promise.all(
+      Array.from({ length: 16 }, (_, i) => {
+        const policy = i % 2 ? other : p;
+        return createChain(t, policy, { recipient: addr(2), amount: '4.75' }).then((c) => ({ policy, id: c.evidenceChainId }));
+      }),
+    );
+    const hash = await transfer(1, 2, 4_750_000n);
+    const answers = await Promise.all(chains.map(async (c) => ({ ...c, res: await settle(t, c.id, c.policy.agentKey, { txHash: hash }) })));
+    for (const policy of [p, other]) {
+      const mine = answers.filter((a) => a.policy === policy).map((a) => ({ id: a.id, status: a.res.statusCode, body: json(a.res) }));
+      expect(mine.map((a) => a.status)).toEqual(Array(8).fill(200));
+      const winners = mine.filter((a) => a.body.result === 'MATCH');
+      expect(winners).toHaveLength(1);
+      for (const loser of mine.filter((a) => a !== winners[0])) {
+        expect(loser.body).toMatchObject({ result: 'MISMATCH', reason: expect.stringContaining(winners[0]!.id) });
+      }
+    }
   });
 
   it('different real transfers at once: one final result wins, the rest are 409', async () => {
