@@ -11,6 +11,46 @@ async function forgetMigrationsFrom(t: TestApp, from: string): Promise<void> {
   await sql`delete from ${table} where name >= ${from}`.execute(t.database.db);
 }
 
+const TX = `0x${'ab'.repeat(32)}`;
+
+/** Chains, each with one SETTLEMENT_RECONCILED event on TX, whose transfer at log 3 pays bob 1.5. */
+async function seedReconciled(t: TestApp, chains: Array<{ id: string; policyId: string; at: string; result: string }>): Promise<void> {
+  const observation = (result: string) => ({
+    txHash: TX,
+    result,
+    reason: '',
+    mismatches: [],
+    confirmations: 1,
+    requiredConfirmations: 1,
+    blockNumber: 1,
+    transfers: [
+      { from: ADDR.alice, to: ADDR.carol, amount: '1.5', logIndex: 0 },
+      { from: ADDR.alice, to: ADDR.bob, amount: '1.5', logIndex: 3 },
+    ],
+    expected: { recipient: ADDR.bob.toLowerCase(), amount: '1.5' },
+    checkedAt: '2026-01-15T12:00:00.000Z',
+  });
+  const db = t.database.db;
+  for (const c of chains) {
+    await db.insertInto('evidence_chains').values({ id: c.id, policy_id: c.policyId, request_id: c.id, decision_id: 'dec_x', intent: '{}', intent_digest: 'x', created_at: c.at }).execute();
+    await db
+      .insertInto('evidence_events')
+      .values({ id: `ev_${c.id}`, chain_id: c.id, sequence: 1, event_type: 'SETTLEMENT_RECONCILED', body: JSON.stringify(observation(c.result)), created_at: c.at, prev_hash: 'x', hash: 'y' })
+      .execute();
+  }
+}
+
+/**
+ * As if this database had been made before migration 0005 (and so before every later one, which
+ * run again after it: 0006 and 0007 only rebuild indexes, 0008 replaces its functions, 0009 adds
+ * a column only where it is missing, 0010 rekeys the claims 0005 made).
+ */
+async function migrateFromBefore0005(t: TestApp): Promise<void> {
+  await t.database.db.schema.dropTable('evidence_settlement_claims').execute();
+  await forgetMigrationsFrom(t, '0005');
+  await migrateToLatest(t.database.db, t.database.dialect, t.database.pgSchema);
+}
+
 // Migration 0005 claims, for chains reconciled as MATCH before it, the transfers they matched.
 describe('migration 0005 (settlement claims) on existing evidence', () => {
   const t = suiteFixture(() => createTestApp());
@@ -23,44 +63,16 @@ describe('migration 0005 (settlement claims) on existing evidence', () => {
     });
     const policyId = json(res).policyId as string;
     const db = t.database.db;
-    const tx = `0x${'ab'.repeat(32)}`;
-    const observation = (result: string) => ({
-      txHash: tx,
-      result,
-      reason: '',
-      mismatches: [],
-      confirmations: 1,
-      requiredConfirmations: 1,
-      blockNumber: 1,
-      transfers: [
-        { from: ADDR.alice, to: ADDR.carol, amount: '1.5', logIndex: 0 },
-        { from: ADDR.alice, to: ADDR.bob, amount: '1.5', logIndex: 3 },
-      ],
-      expected: { recipient: ADDR.bob.toLowerCase(), amount: '1.5' },
-      checkedAt: '2026-01-15T12:00:00.000Z',
-    });
-    const chains = [
-      { id: 'ec_first', at: '2026-01-15T12:00:01.000Z', result: 'MATCH' },
-      { id: 'ec_second', at: '2026-01-15T12:00:02.000Z', result: 'MATCH' },
-      { id: 'ec_pending', at: '2026-01-15T12:00:03.000Z', result: 'PENDING' },
-    ];
-    for (const c of chains) {
-      await db.insertInto('evidence_chains').values({ id: c.id, policy_id: policyId, request_id: c.id, decision_id: 'dec_x', intent: '{}', intent_digest: 'x', created_at: c.at }).execute();
-      await db
-        .insertInto('evidence_events')
-        .values({ id: `ev_${c.id}`, chain_id: c.id, sequence: 1, event_type: 'SETTLEMENT_RECONCILED', body: JSON.stringify(observation(c.result)), created_at: c.at, prev_hash: 'x', hash: 'y' })
-        .execute();
-    }
-    // As if this database had been made before migration 0005 (and so before every later one,
-    // which run again after it: 0006 and 0007 only rebuild indexes, 0008 replaces its functions,
-    // 0009 adds a column only where it is missing, 0010 rekeys the claims 0005 made).
-    await db.schema.dropTable('evidence_settlement_claims').execute();
-    await forgetMigrationsFrom(t, '0005');
-    await migrateToLatest(db, t.database.dialect, t.database.pgSchema);
+    await seedReconciled(t, [
+      { id: 'ec_first', policyId, at: '2026-01-15T12:00:01.000Z', result: 'MATCH' },
+      { id: 'ec_second', policyId, at: '2026-01-15T12:00:02.000Z', result: 'MATCH' },
+      { id: 'ec_pending', policyId, at: '2026-01-15T12:00:03.000Z', result: 'PENDING' },
+    ]);
+    await migrateFromBefore0005(t);
 
     const claims = await db.selectFrom('evidence_settlement_claims').select(['tx_hash', 'log_index', 'chain_id']).execute();
     // The transfer to the intent's recipient, held by the oldest MATCH; the second has no other to hold.
-    expect(claims.map((c) => ({ ...c, log_index: Number(c.log_index) }))).toEqual([{ tx_hash: tx, log_index: 3, chain_id: 'ec_first' }]);
+    expect(claims.map((c) => ({ ...c, log_index: Number(c.log_index) }))).toEqual([{ tx_hash: TX, log_index: 3, chain_id: 'ec_first' }]);
   });
 });
 
@@ -123,5 +135,20 @@ describe('migration 0010 (settlement claims per policy) on existing claims', () 
       await migrateToLatest(db, t.database.dialect, t.database.pgSchema);
       expect(await claimsOf()).toEqual(before);
     }
+  });
+
+  it("claims, in its own policy, a MATCH that 0005 left unclaimed because another policy's chain held the transfer", async () => {
+    const [a, b] = [await createPolicy(t), await createPolicy(t)];
+    await seedReconciled(t, [
+      { id: 'ec_pa', policyId: a.policyId, at: '2026-01-15T12:00:01.000Z', result: 'MATCH' },
+      { id: 'ec_pb', policyId: b.policyId, at: '2026-01-15T12:00:02.000Z', result: 'MATCH' },
+      { id: 'ec_pb_later', policyId: b.policyId, at: '2026-01-15T12:00:03.000Z', result: 'MATCH' },
+    ]);
+    await migrateFromBefore0005(t);
+    // 0005 gave the transfer to ec_pa alone; in policy B the oldest MATCH now holds it too.
+    expect((await claimsOf()).map(({ policy_id, tx_hash, log_index, chain_id }) => ({ policy_id, tx_hash, log_index, chain_id }))).toEqual([
+      { policy_id: a.policyId, tx_hash: TX, log_index: 3, chain_id: 'ec_pa' },
+      { policy_id: b.policyId, tx_hash: TX, log_index: 3, chain_id: 'ec_pb' },
+    ]);
   });
 });
