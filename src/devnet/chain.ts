@@ -15,6 +15,8 @@ export interface StartChainOptions {
   anvilPath?: string;
   /** Extra CLI flags appended to anvil's command line. */
   extraArgs?: string[];
+  /** The chain id anvil answers; default BASE_CHAIN_ID. Another one stands for a misconfigured RPC URL (tests). */
+  chainId?: number;
   /** How long to wait for the RPC to answer before giving up. Default 15 s. */
   readyTimeoutMs?: number;
 }
@@ -142,7 +144,7 @@ export async function startChain(opts: StartChainOptions = {}): Promise<ChainHan
   for (let attempt = 0; attempt < 3; attempt++) {
     const port = await freePort();
     const rpcUrl = `http://127.0.0.1:${port}`;
-    const args = ['--host', '127.0.0.1', '--port', String(port), '--chain-id', String(BASE_CHAIN_ID), '--silent'];
+    const args = ['--host', '127.0.0.1', '--port', String(port), '--chain-id', String(opts.chainId ?? BASE_CHAIN_ID), '--silent'];
     const l = launch(anvilPath, [...args, ...(opts.extraArgs ?? [])]);
     let dead = false;
     void l.exited.then(() => (dead = true));
