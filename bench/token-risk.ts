@@ -47,7 +47,8 @@ async function measure(name: string, address: string, rpcUrl: string, latencyMs:
   const rounds = new Set<number>();
   let meter: RpcMeter = { requests: 0, rounds: 0 };
   let decision = '';
-  await tokenRisk(chain, { chain: 'base', address }, new Date()); // warm-up (JIT, connection pool)
+  // warm-up (JIT, connection pool, and the client's one eth_chainId: the first report makes one more request, 8 at most here)
+  await tokenRisk(chain, { chain: 'base', address }, new Date());
   for (let i = 0; i < ITERATIONS; i++) {
     counter.requests = 0;
     counter.rounds = 0;

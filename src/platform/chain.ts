@@ -51,14 +51,18 @@ const checkedChains = new WeakMap<ChainClient, Promise<void>>();
 
 /**
  * Resolves once the client's RPC has said it serves Base (eth_chainId 8453); a success is kept per
- * client, a failure is asked again next time. Settlement evidence read from another chain (an RPC
- * URL of a testnet or a fork, by mistake) would vouch for a payment Base never saw, so those reads
- * refuse it, as a 502 like any unreadable Base. The quick check reads the id itself instead: to
- * report a wrong chain is its purpose.
+ * client, a failure is asked again next time. Every read the service gives a verdict on (payment
+ * evidence, the token-risk report, the transaction preflight, the free token tools) refuses
+ * another chain: an RPC URL of a testnet or a fork, set by mistake, would otherwise vouch for a
+ * payment Base never saw or ALLOW a token or a transaction on a chain that is not Base. It is a
+ * 502 like any unreadable Base. The quick check reads the id itself instead: to report a wrong
+ * chain is its purpose. `asked` is called when this call sends the eth_chainId request (the first
+ * on a client), so that a caller counting its requests counts that one too.
  */
-export function onBase(chain: ChainClient): Promise<void> {
+export function onBase(chain: ChainClient, asked?: () => void): Promise<void> {
   let check = checkedChains.get(chain);
   if (!check) {
+    asked?.();
     check = upstream(() => chain.getChainId()).then((id) => {
       if (id === base.id) return;
       const err = new AppError('upstream_unavailable', UPSTREAM_DETAIL);
@@ -69,4 +73,13 @@ export function onBase(chain: ChainClient): Promise<void> {
     check.catch(() => checkedChains.delete(chain));
   }
   return check;
+}
+
+/**
+ * `read` sent together with the Base check (no extra round), its result given only once the RPC
+ * has said it serves Base; viem failures of either are the 502 of `upstream`.
+ */
+export async function readOnBase<T>(chain: ChainClient, read: () => Promise<T>, asked?: () => void): Promise<T> {
+  const [, value] = await upstream(() => Promise.all([onBase(chain, asked), read()]));
+  return value;
 }

@@ -13,8 +13,9 @@ import type { MarketLookupResult } from '../../src/features/token-risk/market.js
 import { tokenRisk, type TokenRiskOptions } from '../../src/features/token-risk/report.js';
 import { readSlots, type RpcMeter } from '../../src/features/token-risk/rpc.js';
 import { TokenRiskReport } from '../../src/features/token-risk/schemas.js';
-import { UPSTREAM_DETAIL, createChainClient, type ChainClient } from '../../src/platform/chain.js';
+import { UPSTREAM_DETAIL, createChainClient, onBase, type ChainClient } from '../../src/platform/chain.js';
 import { AppError } from '../../src/platform/errors.js';
+import { expectWrongChain, startWrongChainFork } from '../helpers/wrong-chain.js';
 
 const NOW = new Date('2026-01-15T12:00:00.000Z');
 let devnet: Devnet;
@@ -43,6 +44,9 @@ beforeAll(async () => {
   devnet = await startDevnet({ zoo: true });
   zoo = devnet.zoo!;
   chain = createChainClient({ rpcUrls: [devnet.rpcUrl], rpcTimeoutMs: 5000 });
+  // The client's one-time eth_chainId is measured on its own ('an RPC that does not serve Base');
+  // the counts below are those of each report.
+  await onBase(chain);
   test = createTestClient({ mode: 'anvil', chain: baseDevnetChain(devnet.rpcUrl), transport: http(devnet.rpcUrl) });
 });
 afterAll(async () => {
@@ -348,5 +352,30 @@ describe('an unreadable chain', () => {
     expect(err).toBeInstanceOf(AppError);
     expect(err).toMatchObject({ code: 'upstream_unavailable', status: 502, message: UPSTREAM_DETAIL });
     expect(String((err as Error).cause)).not.toContain('sk-secret');
+  });
+});
+
+describe('an RPC that does not serve Base', () => {
+  it('the first report on a client also asks eth_chainId, in its first round; later reports do not', async () => {
+    const fresh = createChainClient({ rpcUrls: [devnet.rpcUrl], rpcTimeoutMs: 5000 });
+    let meter: RpcMeter | undefined;
+    const onMeter = (m: RpcMeter) => (meter = m);
+    // The proxy is the costliest zoo token (7 requests): with the check, 8 of the budget of 12.
+    await tokenRisk(fresh, { chain: 'base', address: zoo.tokens.proxy }, NOW, { onMeter });
+    expect(meter).toEqual({ requests: 8, rounds: 2 });
+    await tokenRisk(fresh, { chain: 'base', address: zoo.tokens.proxy }, NOW, { onMeter });
+    expect(meter).toEqual({ requests: 7, rounds: 2 });
+  });
+
+  it('a fork of Base answering another chain id: 502, not the verdict its state would give', async () => {
+    const fork = await startWrongChainFork(devnet.rpcUrl);
+    try {
+      const elsewhere = createChainClient({ rpcUrls: [fork.rpcUrl], rpcTimeoutMs: 5000 });
+      expectWrongChain(await tokenRisk(elsewhere, { chain: 'base', address: zoo.tokens.honest }, NOW).catch((e: unknown) => e));
+      // A wrong chain is never kept as an answer: asked again, refused again.
+      expectWrongChain(await tokenRisk(elsewhere, { chain: 'base', address: zoo.tokens.honest }, NOW).catch((e: unknown) => e));
+    } finally {
+      await fork.stop();
+    }
   });
 });

@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { erc20Abi, getAddress, keccak256, parseAbi, stringToHex, toHex, zeroAddress, type Address, type Hex } from 'viem';
-import type { ChainClient } from '../../platform/chain.js';
+import { onBase, type ChainClient } from '../../platform/chain.js';
 import { tokenDecimals } from '../../platform/token-metadata.js';
 import { codeSize, delegatesToUnknownCode, eip1167Target, eip7702Delegate, hasSelector, privilegedSelectors, scanCode, SELECTOR } from './bytecode.js';
 import { BASE_UNISWAP_V2, type DexConfig } from './dex.js';
@@ -14,7 +14,8 @@ import { simulateTrades } from './simulate.js';
  * Collects the token-risk evidence over the configured RPC, in at most three sequential rounds
  * of parallel requests (normally two):
  *   round 1: eth_getCode(token); one eth_call reading the proxy slots; one Multicall3 eth_call
- *            with the ERC-20, ownership, role and pool reads; (the market lookup, in parallel)
+ *            with the ERC-20, ownership, role and pool reads; (the market lookup, in parallel;
+ *            on a client's first report also eth_chainId: nothing is used unless it says Base)
  *   round 2: eth_getCode of the implementation and of the owner; one Multicall3 eth_call for
  *            the owner's balance (and a beacon's implementation); one eth_simulateV1
  *   round 3: only for beacon proxies, pools at unexpected addresses, or a buy tax so high that
@@ -80,11 +81,13 @@ export async function collectEvidence(chain: ChainClient, token: Address, opts: 
   Object.assign(r1, poolReads(dex, token));
   const slotList = Object.values(PROXY_SLOTS);
   meter.rounds += 1;
+  // Nothing read here is used unless the RPC says it serves Base (asked once per client).
   const [code, slots, r, liquidity] = await Promise.all([
     track(meter, chain.getCode({ address: token })),
     track(meter, readSlots(chain, token, slotList)),
     track(meter, aggregateNamed(chain, r1)),
     lookupLiquidity(opts.market, token),
+    onBase(chain, () => void (meter.requests += 1)),
   ]);
   const blockNumber = asUint(r.blockNumber);
   const timestamp = asUint(r.timestamp) ?? 0n;

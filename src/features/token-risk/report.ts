@@ -19,7 +19,7 @@ export interface TokenRiskOptions extends CollectOptions {
 
 /** The OpenAPI description of POST /api/token-risk: the scoring rules in short. */
 export const TOKEN_RISK_DESCRIPTION = [
-  'Risk report for a Base token from fresh onchain evidence read over the configured RPC (never from a cache or a stale fallback). 502 when the chain cannot be read (nothing charged).',
+  'Risk report for a Base token from fresh onchain evidence read over the configured RPC (never from a cache or a stale fallback). 502 when the chain cannot be read, or when the RPC does not say it serves Base (eth_chainId 8453): nothing charged.',
   '',
   'Categories: contract, upgradeability, ownership, privileges, transferSimulation (these decide safety), liquidity and holders (these inform). `risk.coverage` says per category whether it was available, partial or unavailable and why; `risk.breakdown` gives a 0-100 score and findings with stable codes and evidence.',
   '',
