@@ -8,6 +8,7 @@ import { preflightInputDigest } from '../../src/features/preflight/preflight.js'
 import { createTestApp, json, type TestApp } from '../helpers/app.js';
 import { expectInvalid, expectProblem } from '../helpers/problems.js';
 import type { Created } from '../helpers/policies.js';
+import { startWrongChainFork } from '../helpers/wrong-chain.js';
 import { EVIDENCE_ID_RE, attachPreflight, createChain, readChain, readSummary, serviceJwks, startEvidenceDevnet } from './evidence-helpers.js';
 
 let devnet: Devnet;
@@ -122,6 +123,22 @@ describe('preflight attachment', () => {
       expect(await preflightEvents(c.evidenceChainId)).toHaveLength(0);
     } finally {
       await blind.app.close();
+    }
+  });
+
+  it('503 without recording anything when the RPC does not serve Base (a fork answering another chain id)', async () => {
+    const fork = await startWrongChainFork(devnet.rpcUrl);
+    const elsewhere = await createTestApp({ database: t.database, clock: t.clock, config: { rpcUrls: [fork.rpcUrl], rpcTimeoutMs: 5000 } });
+    try {
+      const c = await newChain();
+      // On Base this very preflight is an ALLOW (the first test); the fork's state is the same.
+      const res = await attachPreflight(elsewhere, c.evidenceChainId, p.agentKey, usdcTransfer(2, 1_500_000n));
+      expectProblem(res, 503, 'provider_unavailable');
+      expect(res.body).not.toMatch(/127\.0\.0\.1|84532/);
+      expect(await preflightEvents(c.evidenceChainId)).toHaveLength(0);
+    } finally {
+      await elsewhere.app.close();
+      await fork.stop();
     }
   });
 });

@@ -8,10 +8,11 @@ import { baseDevnetChain, freePort, startDevnet, USDC_ADDRESS, type Devnet } fro
 import { preflightInputDigest, transactionPreflight, type PreflightInput, type PreflightOptions } from '../../src/features/preflight/preflight.js';
 import { preflightRpcCounter } from '../../src/features/preflight/rpc.js';
 import { PreflightReport } from '../../src/features/preflight/schemas.js';
-import { createChainClient, UPSTREAM_DETAIL } from '../../src/platform/chain.js';
+import { createChainClient, onBase, UPSTREAM_DETAIL } from '../../src/platform/chain.js';
 import { AppError } from '../../src/platform/errors.js';
 import { countingChain, type CountingChain } from '../helpers/preflight.js';
 import { PREFLIGHT_CASE_NAMES, preflightCase, preparePreflightScenarios, type Scenarios } from '../helpers/preflight-scenarios.js';
+import { expectWrongChain, startWrongChainFork } from '../helpers/wrong-chain.js';
 
 const NOW = new Date('2026-01-15T12:00:00.000Z');
 let devnet: Devnet;
@@ -33,6 +34,9 @@ beforeAll(async () => {
   devnet = await startDevnet();
   sc = await preparePreflightScenarios(devnet);
   rpc = countingChain(devnet.rpcUrl);
+  // The client's one-time eth_chainId is counted on its own ('an RPC that does not serve Base');
+  // the counts below are those of each report.
+  await onBase(rpc.chain);
 }, 120_000);
 
 afterAll(async () => {
@@ -145,9 +149,10 @@ describe('nodes without eth_simulateV1 or debug_traceCall', () => {
       expect(report.simulation.method).toBe(name === 'ETH beyond the balance' ? 'eth_call' : 'debug_traceCall');
       if (c.revertReason) expect(report.simulation.revertReason).toBe(c.revertReason);
     }
-    // The first report pays for discovering that eth_simulateV1 is missing; later ones do not ask.
-    expect(fb.methods.filter((m) => m === 'eth_simulateV1')).toEqual([]);
-    expect(counts[0]).toBe(5);
+    // The first report pays for discovering that eth_simulateV1 is missing, and for the client's
+    // one eth_chainId (5 + 1); later ones ask neither.
+    expect(fb.methods.filter((m) => m === 'eth_simulateV1' || m === 'eth_chainId')).toEqual([]);
+    expect(counts[0]).toBe(6);
     expect(Math.max(...counts.slice(1))).toBeLessThanOrEqual(4);
     const plain = await preflight(preflightCase('plain USDC transfer', sc).input as PreflightInput, fb);
     expect(plain.simulation).toMatchObject({ success: true, assetChanges: [{ symbol: 'USDC', amount: '1.5' }], traced: true });
@@ -181,5 +186,33 @@ describe('nodes without eth_simulateV1 or debug_traceCall', () => {
     const err = await transactionPreflight(dead, preflightCase('plain USDC transfer', sc).input as PreflightInput, NOW).then(() => null, (e: unknown) => e);
     expect(err).toBeInstanceOf(AppError);
     expect(err).toMatchObject({ code: 'upstream_unavailable', status: 502, message: UPSTREAM_DETAIL });
+  });
+});
+
+describe('an RPC that does not serve Base', () => {
+  const swap = () => preflightCase('swap USDC for PFT on Uniswap v2', sc).input as PreflightInput;
+
+  it('the first report on a client also asks eth_chainId, in its first round: 5 requests, one over the budget, once', async () => {
+    const fresh = countingChain(devnet.rpcUrl);
+    await preflight(swap(), fresh);
+    expect(fresh.methods.slice(0, 3).sort()).toEqual(['debug_traceCall', 'eth_chainId', 'eth_simulateV1']);
+    expect(fresh.methods.slice(3).sort()).toEqual(['eth_call', 'eth_getLogs']);
+    await preflight(swap(), fresh);
+    expect(fresh.methods.sort()).toEqual(['debug_traceCall', 'eth_call', 'eth_getLogs', 'eth_simulateV1']);
+  });
+
+  it('a fork of Base answering another chain id: 502 before its simulation is used, asked again each time', async () => {
+    const fork = await startWrongChainFork(devnet.rpcUrl);
+    try {
+      const elsewhere = countingChain(fork.rpcUrl);
+      for (let i = 0; i < 2; i++) {
+        elsewhere.reset();
+        expectWrongChain(await transactionPreflight(elsewhere.chain, swap(), NOW).catch((e: unknown) => e));
+        // No second round: nothing the fork simulated led to another read.
+        expect(elsewhere.methods.sort()).toEqual(['debug_traceCall', 'eth_chainId', 'eth_simulateV1']);
+      }
+    } finally {
+      await fork.stop();
+    }
   });
 });

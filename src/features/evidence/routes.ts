@@ -101,7 +101,7 @@ export const evidenceRoutes: FastifyPluginAsyncTypebox<EvidenceRouteDeps> = asyn
         security,
         summary: 'Attach a transaction preflight of the unsigned transaction (agent key, pilot policy)',
         description:
-          'Runs the transaction preflight on the unsigned input and appends TRANSACTION_PREFLIGHT_COMPLETED. The input has its own digest; the caller must verify that it represents the intended transaction (intentCheck compares a plain USDC transfer with the intent). Nothing is signed or executed. The same preflight again answers the recorded one (replayed true); a different one is 409. 503 when direct pilot checks are not enabled for the policy, or the chain cannot be read.',
+          'Runs the transaction preflight on the unsigned input and appends TRANSACTION_PREFLIGHT_COMPLETED. The input has its own digest; the caller must verify that it represents the intended transaction (intentCheck compares a plain USDC transfer with the intent). Nothing is signed or executed. The same preflight again answers the recorded one (replayed true); a different one is 409. 503 when direct pilot checks are not enabled for the policy, or the chain cannot be read (an RPC that does not say it serves Base, eth_chainId 8453, counts as unreadable).',
         params: ChainParams,
         body: PreflightRequest,
         response: { 200: PreflightResponse, ...problems(...ALL, 409) },

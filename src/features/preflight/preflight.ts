@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { encodeAbiParameters, getAddress, keccak256, numberToHex, pad, type Address, type Hex } from 'viem';
 import type { Static } from 'typebox';
 import { digestOf } from '../../platform/canonical.js';
-import { upstream, type ChainClient } from '../../platform/chain.js';
+import { readOnBase, type ChainClient } from '../../platform/chain.js';
 import type { PreflightRequest } from '../reports/schemas.js';
 import { assetChanges, balanceChanges, decodeLogs, movementsOf } from './assets.js';
 import { decodeCalldata, type CalldataDecoding } from './calldata.js';
@@ -10,7 +10,7 @@ import { contextCall, decodeContext, type Context } from './context.js';
 import { findingsOf, kindOf, recipientsOf, type PreflightEvidence } from './findings.js';
 import { STATIC_TOKENS, USDC, knownAs, type TokenMeta } from './known.js';
 import { decodeRevert } from './revert.js';
-import { optional, rpc } from './rpc.js';
+import { optional, preflightRpcCounter, rpc } from './rpc.js';
 import type { PreflightReport } from './schemas.js';
 import { simulate, topicAddress, type StateOverrides } from './simulate.js';
 import { verdictOf } from './verdict.js';
@@ -76,7 +76,9 @@ function contextTargets(to: Address, decoded: CalldataDecoding): { accounts: Add
  * 2 rounds. A node known to lack eth_simulateV1: debug_traceCall, eth_call and the context
  * eth_call, then the same second round (4 in the usual case, 5 when both second-round reads are
  * needed; the first report that discovers the missing method makes 2 more in a middle round).
- * Transport failures are AppError upstream_unavailable (502, nothing charged).
+ * The first report on a client also asks eth_chainId, in the first round: an RPC that does not
+ * serve Base is refused before anything it answered is used.
+ * Transport failures and another chain are AppError upstream_unavailable (502, nothing charged).
  */
 export async function transactionPreflight(chain: ChainClient, input: PreflightInput, now: Date, opts: PreflightOptions = {}): Promise<PreflightReport> {
   const to = getAddress(input.to);
@@ -87,7 +89,12 @@ export async function transactionPreflight(chain: ChainClient, input: PreflightI
   const decoded = decodeCalldata(to, data, from);
   const targets = contextTargets(to, decoded);
 
-  const sim = await upstream(() => simulate(chain, { from, to, value, data }, senderProvided ? {} : fundFresh(from), targets, now.getTime()));
+  // The simulation is trusted, and the second round sent, only once the RPC says it serves Base.
+  const sim = await readOnBase(
+    chain,
+    () => simulate(chain, { from, to, value, data }, senderProvided ? {} : fundFresh(from), targets, now.getTime()),
+    () => void preflightRpcCounter.requests++,
+  );
   const ctx: Context = sim.context ?? { blockNumber: null, accounts: new Map(), tokens: new Map() };
   const tokens = new Map<string, TokenMeta>([...Object.entries(STATIC_TOKENS), ...ctx.tokens]);
   const movements = movementsOf(sim.logs, sim.nativeTransfers);

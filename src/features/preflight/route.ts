@@ -10,7 +10,7 @@ export const PREFLIGHT_DESCRIPTION = [
   'Decision: BLOCK if any block finding, WARN if any warn finding, INCOMPLETE if the simulation could not run, else ALLOW. Score is risk (0 none, BLOCK 80-100, WARN 30-70, null when INCOMPLETE).',
   'Findings (code: severity): simulation_reverted: block (warn with a fresh sender); insufficient_native_balance, native_value_rejected, transfer_to_token_contract, transfer_to_burn_address, recipient_address_poisoning: block; approval_unlimited, approval_very_large, approval_to_eoa, calldata_to_eoa, delegated_destination, delegatecall_in_trace, usdc_outflow_without_return, permit_expired: warn; approval_for_all, approval_revoked, proxy_destination, fresh_sender, trace_unavailable, poisoning_check_unavailable, simulation_unavailable: info.',
   'The verdict rests only on this transaction and the chain state read for it: no stored or earlier answer (a token-risk report anyone bought, say) enters it, so the same transaction on the same state gets the same report whoever asks. For a verdict on a token itself, buy its token-risk report.',
-  'inputDigest covers the normalised unsigned input; check it represents the intended transaction. Nothing is signed, sent or executed. 502 when the chain cannot be read (nothing charged).',
+  'inputDigest covers the normalised unsigned input; check it represents the intended transaction. Nothing is signed, sent or executed. 502 when the chain cannot be read, or when the RPC does not say it serves Base (eth_chainId 8453): nothing charged.',
 ].join('\n\n');
 
 /** POST /api/transaction-preflight for the paid-report pipeline. */

@@ -3,7 +3,8 @@ import type { ChainClient } from '../../platform/chain.js';
 
 /**
  * Every JSON-RPC request of a preflight goes through `rpc`, so the number of requests per
- * report is counted in one place (bench/preflight.ts reads the counter; the budget is 4).
+ * report is counted in one place (bench/preflight.ts reads the counter; the budget is 4). The
+ * one exception, the eth_chainId a client's first report sends (onBase), is counted here too.
  */
 export const preflightRpcCounter = { requests: 0 };
 
