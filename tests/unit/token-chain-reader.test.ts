@@ -4,7 +4,7 @@ import { viemTokenChainReader } from '../../src/features/tokens/chain-reader.js'
 import type { ChainClient } from '../../src/platform/chain.js';
 
 const TOKEN = '0x3333333333333333333333333333333333333333';
-const answering = (results: unknown[]) => ({ multicall: async () => results }) as unknown as ChainClient;
+const answering = (results: unknown[], chainId = 8453) => ({ getChainId: async () => chainId, multicall: async () => results }) as unknown as ChainClient;
 const ok = (result: unknown) => ({ status: 'success', result });
 
 describe('token identity read on Base', () => {
@@ -23,5 +23,10 @@ describe('token identity read on Base', () => {
   it('a failed or non-string read is unknown (null); decimals above 255 are unknown too', async () => {
     const reader = viemTokenChainReader(answering([{ status: 'failure', error: new Error('reverted') }, ok(7n), ok(256)]));
     expect(await reader.identity(TOKEN)).toEqual({ name: null, symbol: null, decimals: null });
+  });
+
+  it('is refused, whatever it says, when the RPC does not say it serves Base', async () => {
+    const reader = viemTokenChainReader(answering([ok('USD Coin'), ok('USDC'), ok(6)], 84532));
+    await expect(reader.identity(TOKEN)).rejects.toMatchObject({ code: 'upstream_unavailable', status: 502 });
   });
 });

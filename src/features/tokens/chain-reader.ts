@@ -1,5 +1,5 @@
 import { erc20Abi, getAddress, type Address, type Hex } from 'viem';
-import { upstream, type ChainClient } from '../../platform/chain.js';
+import { readOnBase, type ChainClient } from '../../platform/chain.js';
 import { tokenDecimals, tokenText } from '../../platform/token-metadata.js';
 import { delegatesToUnknownCode, scanCode } from '../token-risk/bytecode.js';
 import { BASE_UNISWAP_V2, type DexConfig } from '../token-risk/dex.js';
@@ -7,8 +7,9 @@ import { choosePool, farPoolReads, poolCandidates, poolReads, wethPriceUsdc, wit
 import { aggregateNamed } from '../token-risk/rpc.js';
 
 /**
- * The few cheap Base reads the free token tools make. Both methods throw an AppError
- * (upstream_unavailable) when Base cannot be read; callers decide whether that matters.
+ * The few cheap Base reads the free token tools make. Every method throws an AppError
+ * (upstream_unavailable) when Base cannot be read, or when the RPC does not say it serves Base
+ * (eth_chainId, asked with the first read of a client); callers decide whether that matters.
  */
 export interface TokenChainReader {
   /** name(), symbol(), decimals() in ONE eth_call (Multicall3); a call that reverts or decodes badly is null. */
@@ -72,7 +73,7 @@ export function viemTokenChainReader(chain: ChainClient, dex: DexConfig = BASE_U
   return {
     async pool(address) {
       const token = getAddress(address.toLowerCase()) as Address;
-      return upstream(async () => {
+      return readOnBase(chain, async () => {
         const r = await aggregateNamed(chain, poolReads(dex, token));
         let candidates = poolCandidates(dex, token, r);
         const far = farPoolReads(token, candidates);
@@ -82,7 +83,7 @@ export function viemTokenChainReader(chain: ChainClient, dex: DexConfig = BASE_U
     },
     async identity(address) {
       const token = getAddress(address.toLowerCase()) as Address;
-      const results = await upstream(() =>
+      const results = await readOnBase(chain, () =>
         chain.multicall({
           allowFailure: true,
           contracts: [
@@ -102,7 +103,7 @@ export function viemTokenChainReader(chain: ChainClient, dex: DexConfig = BASE_U
     },
     async contract(address) {
       const target = getAddress(address.toLowerCase()) as Address;
-      const [code, impl, zos] = await upstream(() =>
+      const [code, impl, zos] = await readOnBase(chain, () =>
         Promise.all([
           chain.getCode({ address: target }),
           chain.getStorageAt({ address: target, slot: EIP1967_IMPLEMENTATION_SLOT }),
