@@ -1,3 +1,4 @@
+import { decodePaymentSignatureHeader } from '@x402/core/http';
 import { x402Client, x402HTTPClient, wrapFetchWithPayment } from '@x402/fetch';
 import { sql, type KyselyPlugin, type PluginTransformQueryArgs, type PluginTransformResultArgs, type QueryResult, type RootOperationNode, type UnknownRow } from 'kysely';
 import { toClientEvmSigner } from '@x402/evm';
@@ -165,6 +166,12 @@ export function faultyDatabase(base: TestDatabase): FaultyDatabase {
   const db = base.db.withPlugin(plugin);
   faulty.db = db;
   return faulty;
+}
+
+/** The paid_reports row a PAYMENT-SIGNATURE bought, if any (rows are keyed by payer:nonce). */
+export function paidRowOf(stack: PaidStack, signature: string) {
+  const auth = (decodePaymentSignatureHeader(signature).payload as { authorization: { from: string; nonce: string } }).authorization;
+  return stack.t.database.db.selectFrom('paid_reports').selectAll().where('auth_id', '=', `${auth.from.toLowerCase()}:${auth.nonce.toLowerCase()}`).executeTakeFirst();
 }
 
 /** A fetch Response in the shape tests/helpers/problems.ts expects (inject-like). */
