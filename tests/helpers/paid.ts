@@ -255,7 +255,7 @@ export async function startHttpProxy(target: string, initial?: ProxyRule): Promi
  * settle to the real facilitator when it wants the transfer to land (`held[i]()`).
  */
 export async function startHoldingStack(base: PaidStack, config: Partial<Config> = {}) {
-  const held: Array<() => Promise<unknown>> = [];
+  const held: Array<() => Promise<ProxiedResponse>> = [];
   const proxy = await startHttpProxy(base.devnet.facilitatorUrl, async (req, forward) => {
     if (req.url !== '/settle') return forward();
     held.push(forward);

@@ -1,5 +1,5 @@
 import { decodeEventLog, encodeEventTopics, pad, parseAbi, toHex, type Hex } from 'viem';
-import type { ChainClient } from '../../platform/chain.js';
+import { onBase, type ChainClient } from '../../platform/chain.js';
 import { USDC_ADDRESS } from '../../platform/prices.js';
 
 const usdcEvents = parseAbi([
@@ -49,12 +49,17 @@ const same = (a: string, b: string) => a.toLowerCase() === b.toLowerCase();
  * authorizationState says whether the nonce was used at all, and only when it was are the
  * AuthorizationUsed logs searched, from the block the order was stored at, in chunks of
  * `at.logBlockRange` blocks (a single request over hours of blocks is refused by most providers).
+ *
+ * Only Base's word counts: an RPC that does not say it serves Base (a fork or a testnet URL set
+ * by mistake, which may well hold the very transaction) is refused before anything is read, as
+ * an unreadable chain.
  */
 export async function findSettlement(
   chain: ChainClient,
   want: ExpectedSettlement,
   at: { txHash?: string | undefined; knownTx?: string | null | undefined; logBlockRange?: number } = {},
 ): Promise<LookupResult> {
+  await onBase(chain);
   if (at.txHash) return settlementAt(chain, want, at.txHash as Hex);
   let last: LookupResult | undefined;
   if (at.knownTx) {
