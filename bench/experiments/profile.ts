@@ -1,5 +1,5 @@
 /**
- * CPU profile of a target under saturation: npx tsx bench/experiments/profile.ts [target] [seconds]
+ * CPU profile of a target under saturation: npx tsx bench/experiments/profile.ts [target] [seconds] [connections=32]
  * Writes a .cpuprofile under bench/results/profiles/ and prints the heaviest functions (self time).
  */
 import { mkdirSync, readdirSync, readFileSync } from 'node:fs';
@@ -11,12 +11,13 @@ import { isTargetName } from '../lib/targets.js';
 
 const name = process.argv[2] ?? 'evaluate';
 const seconds = Number(process.argv[3] ?? 8);
+const connections = Number(process.argv[4] ?? 32);
 if (!isTargetName(name)) throw new Error(`unknown target ${name}`);
 const dir = fileURLToPath(new URL(`../results/profiles/${name}-${Date.now()}`, import.meta.url));
 mkdirSync(dir, { recursive: true });
 const t = await startTarget(name, { execArgv: ['--cpu-prof', `--cpu-prof-dir=${dir}`] });
 await smokeCheck(t);
-const r = await saturate(t, { durationSec: seconds, warmupSec: 2 });
+const r = await saturate(t, { connections, durationSec: seconds, warmupSec: 2 });
 console.log(`${name}: ${r.rps} req/s, ${r.serverMicrosPerRequest} µs server CPU per request`);
 await t.stop();
 
