@@ -156,6 +156,24 @@ describe('decisions decided together in one batch', () => {
     expect(JSON.parse(rows.find((r) => r.request_id === 'same')!.receipt)).toEqual(unsigned);
   });
 
+  it('answer requestIds stored by an earlier batch from storage, also when the batch reads their policy and totals once', async () => {
+    const p = await policy({ dailyBudget: '100', maxRepeats: 10 });
+    const [stored] = await settle([p.decide('s1', '1')]);
+    if (typeof stored !== 'object') throw new Error(`expected a decision: ${stored}`);
+    // All four name the same policy, day, recipient and amount: one read of the policy row and
+    // totals serves them, and each still looks up its own requestId.
+    const outcomes = await settle([p.decide('n1', '1'), p.decide('s1', '1'), p.decide('s1', '1', ADDR.alice, NOW, 'agent-2'), p.decide('n2', '1')]);
+    expect(commits).toHaveBeenCalledTimes(2);
+    const [n1, replay, changed, n2] = outcomes;
+    if (typeof n1 !== 'object' || typeof replay !== 'object' || typeof n2 !== 'object') throw new Error(`expected decisions: ${outcomes.map(verdict)}`);
+    expect(replay.replayed).toBe(true);
+    expect(replay.decision).toEqual(stored.decision);
+    expect(changed).toBe('request_id_conflict');
+    expect([n1.replayed, n2.replayed]).toEqual([false, false]);
+    // s1 spent once, in the first batch; n1 and n2 once each.
+    expect(await spent(p.id, '2026-01-15')).toBe(3_000_000n);
+  });
+
   it('fail a request alone with its 4xx, and store the others of the batch', async () => {
     const p = await policy();
     const q = await policy();
