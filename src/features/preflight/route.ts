@@ -27,7 +27,7 @@ export function transactionPreflightReportDef(chain: ChainClient, opts: Prefligh
       from: '0x1111111111111111111111111111111111111111',
       data: '0xa9059cbb00000000000000000000000022222222222222222222222222222222222222220000000000000000000000000000000000000000000000000000000000989680',
     },
-    check: (input: PreflightInput, part = 'body') => checkPreflightRequest(input, part),
+    check: checkPreflightRequest,
     produce: (input: PreflightInput, now) => transactionPreflight(chain, input, now, opts),
   };
 }

@@ -9,8 +9,6 @@ const usdcEvents = parseAbi([
 ]);
 const authorizationStateAbi = parseAbi(['function authorizationState(address authorizer, bytes32 nonce) view returns (bool)']);
 
-
-
 export interface ExpectedSettlement {
   payer: string;
   nonce: string;

@@ -47,7 +47,7 @@ export const tokenRoutes: FastifyPluginAsyncTypebox<AppDeps> = async (app, deps)
         summary: 'Which evidence the paid token-risk report could cover for a token (free)',
         description: [
           'Per category (identity, market, liquidity, contractCode, ownership, upgradeability, privilegedFunctions, transferSimulation, holderConcentration): available, partial or unavailable, with a reason.',
-          'Decided from cheap reads only: the market preview data plus eth_getCode and the EIP-1967 and ZeppelinOS implementation slots (three Base reads, in parallel). Base answers count only from an RPC that says it serves Base (eth_chainId 8453, asked once); otherwise the onchain categories are unavailable (Base could not be read).',
+          'Decided from cheap reads only: the market preview data plus, in parallel, eth_getCode, the EIP-1967 and ZeppelinOS implementation slots, and the Uniswap v2 pool discovery of the paid report itself (one Multicall3 eth_call), so transferSimulation is available exactly when the report could simulate through a pool deep enough to measure. Base answers count only from an RPC that says it serves Base (eth_chainId 8453, asked once); otherwise the onchain categories are unavailable (Base could not be read).',
           `Cached per token for up to ${COVERAGE_CACHE_SECONDS} s; paid results may differ. The token-risk report is charged even when it is INCOMPLETE.`,
           ERRORS,
         ].join('\n\n'),
