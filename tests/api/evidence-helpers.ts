@@ -64,6 +64,13 @@ export async function serviceJwks(t: TestApp): Promise<JwksDocument> {
 /** A random transaction hash no chain knows. */
 export const randomTxHash = () => `0x${Buffer.from(crypto.getRandomValues(new Uint8Array(32))).toString('hex')}`;
 
+/** A policy for evidence chains (any recipient, generous limits) with the operator's direct checks on. */
+export async function createPilotPolicy(t: TestApp): Promise<Created> {
+  const p = await createPolicy(t, { allowedRecipients: [], blockUnknownRecipients: false, requireHumanAbove: '1000', maxPerTransaction: '1000', dailyBudget: '100000' });
+  await new PolicyStore(t.database).setDirectChecks(p.policyId, true, t.clock.now());
+  return p;
+}
+
 /**
  * anvil as Base and the service reading it (with `config` on top), and a policy with direct
  * checks on that lets any recipient through up to 1000 USDC a payment.
@@ -73,9 +80,7 @@ export async function startEvidenceDevnet(config: Partial<Config> = {}): Promise
   let t: TestApp | undefined;
   try {
     t = await createTestApp({ config: { rpcUrls: [devnet.rpcUrl], ...config } });
-    const p = await createPolicy(t, { allowedRecipients: [], blockUnknownRecipients: false, requireHumanAbove: '1000', maxPerTransaction: '1000', dailyBudget: '100000' });
-    await new PolicyStore(t.database).setDirectChecks(p.policyId, true, t.clock.now());
-    return { devnet, t, p };
+    return { devnet, t, p: await createPilotPolicy(t) };
   } catch (err) {
     await t?.close().catch(() => {});
     await devnet.stop().catch(() => {});

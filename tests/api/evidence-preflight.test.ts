@@ -8,7 +8,7 @@ import { preflightInputDigest } from '../../src/features/preflight/preflight.js'
 import { createTestApp, json, type TestApp } from '../helpers/app.js';
 import { expectInvalid, expectProblem } from '../helpers/problems.js';
 import type { Created } from '../helpers/policies.js';
-import { startWrongChainFork } from '../helpers/wrong-chain.js';
+import { NOT_BASE_CHAIN_ID, startWrongChainFork } from '../helpers/wrong-chain.js';
 import { EVIDENCE_ID_RE, attachPreflight, createChain, readChain, readSummary, serviceJwks, startEvidenceDevnet } from './evidence-helpers.js';
 
 let devnet: Devnet;
@@ -134,7 +134,7 @@ describe('preflight attachment', () => {
       // On Base this very preflight is an ALLOW (the first test); the fork's state is the same.
       const res = await attachPreflight(elsewhere, c.evidenceChainId, p.agentKey, usdcTransfer(2, 1_500_000n));
       expectProblem(res, 503, 'provider_unavailable');
-      expect(res.body).not.toMatch(/127\.0\.0\.1|84532/);
+      expect(res.body).not.toMatch(new RegExp(`127\\.0\\.0\\.1|${NOT_BASE_CHAIN_ID}`));
       expect(await preflightEvents(c.evidenceChainId)).toHaveLength(0);
     } finally {
       await elsewhere.app.close();

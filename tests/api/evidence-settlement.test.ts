@@ -9,9 +9,8 @@ import { verifyChain } from '../../src/features/evidence/verify.js';
 import { createChainClient, type ChainClient } from '../../src/platform/chain.js';
 import { createTestApp, json, type TestApp } from '../helpers/app.js';
 import { expectProblem } from '../helpers/problems.js';
-import { createPolicy, type Created } from '../helpers/policies.js';
-import { PolicyStore } from '../../src/features/spend-policy/policies.js';
-import { EVIDENCE_ID_RE, createChain, randomTxHash, readChain, readSummary, serviceJwks, startEvidenceDevnet, settle } from './evidence-helpers.js';
+import type { Created } from '../helpers/policies.js';
+import { EVIDENCE_ID_RE, createChain, createPilotPolicy, randomTxHash, readChain, readSummary, serviceJwks, startEvidenceDevnet, settle } from './evidence-helpers.js';
 
 let devnet: Devnet;
 let chain: ChainClient;
@@ -40,11 +39,7 @@ const settleOk = async (id: string, txHash: string, app: TestApp = t) => {
   return json(res);
 };
 /** Another tenant: a policy of its own, with the direct checks on. */
-async function pilotPolicy(): Promise<Created> {
-  const other = await createPolicy(t, { allowedRecipients: [], blockUnknownRecipients: false, requireHumanAbove: '1000', maxPerTransaction: '1000', dailyBudget: '100000' });
-  await new PolicyStore(t.database).setDirectChecks(other.policyId, true, t.clock.now());
-  return other;
-}
+const pilotPolicy = () => createPilotPolicy(t);
 const settlementEvents = async (id: string) => json(await readChain(t, id, p.agentKey)).events.filter((e: any) => e.eventType === 'SETTLEMENT_RECONCILED');
 
 beforeAll(async () => {

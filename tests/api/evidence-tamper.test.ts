@@ -7,7 +7,7 @@ import { promisify } from 'node:util';
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { run } from '../../src/cli.js';
-import { eventHash, intentDigestOf } from '../../src/features/evidence/hashing.js';
+import { eventHash } from '../../src/features/evidence/hashing.js';
 import { PolicyStore } from '../../src/features/spend-policy/policies.js';
 import { verifyChain, type JwksDocument } from '../../src/features/evidence/verify.js';
 import { ReceiptSigner } from '../../src/platform/receipts.js';

@@ -11,6 +11,7 @@ import { QuickCheckReport, quickCheck } from '../../src/features/reports/quick-c
 import { UPSTREAM_DETAIL, createChainClient, type ChainClient } from '../../src/platform/chain.js';
 import { AppError } from '../../src/platform/errors.js';
 import { startHttpProxy } from '../helpers/paid.js';
+import { expectWrongChain } from '../helpers/wrong-chain.js';
 
 const eip3009Abi = parseAbi([
   'function transferWithAuthorization(address from, address to, uint256 value, uint256 validAfter, uint256 validBefore, bytes32 nonce, uint8 v, bytes32 r, bytes32 s)',
@@ -233,8 +234,7 @@ describe('payment proof', () => {
     try {
       const elsewhere = createChainClient({ rpcUrls: [proxy.url], rpcTimeoutMs: 5000 });
       const err = await prove(hash, { to: addr(2), amount: '1.5' }, 1, elsewhere).then(() => undefined, (e: unknown) => e);
-      expect(err).toMatchObject({ code: 'upstream_unavailable', status: 502, message: UPSTREAM_DETAIL });
-      expect(String(((err as AppError).cause as Error).message)).toMatch(/chain id 1, not Base \(8453\)/);
+      expectWrongChain(err, 1);
       // Asked again, the same: a wrong chain is never taken for Base later.
       await expect(prove(hash, { to: addr(2), amount: '1.5' }, 1, elsewhere)).rejects.toMatchObject({ code: 'upstream_unavailable' });
     } finally {

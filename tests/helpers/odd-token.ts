@@ -6,7 +6,7 @@ import { baseDevnetChain } from '../../src/devnet/index.js';
 
 const TRANSFER_TOPIC = 'ddf252ad1be2c89b69c2b068fc378daa952ba7f163c4a11628f55a4df523b3ef';
 // mstore(0, 2^32); log3(0, 32, Transfer, caller, caller); return(0, 32)
-export const HUGE_DECIMALS_CODE = `0x6401000000006000523333${'7f'}${TRANSFER_TOPIC}60206000a360206000f3` as Hex;
+const HUGE_DECIMALS_CODE = `0x6401000000006000523333${'7f'}${TRANSFER_TOPIC}60206000a360206000f3` as Hex;
 export const HUGE_DECIMALS = 2n ** 32n;
 
 /** Places the code at `address` on the devnet (anvil_setCode, no deployment). */

@@ -174,6 +174,16 @@ export function paidRowOf(stack: PaidStack, signature: string) {
   return stack.t.database.db.selectFrom('paid_reports').selectAll().where('auth_id', '=', `${auth.from.toLowerCase()}:${auth.nonce.toLowerCase()}`).executeTakeFirst();
 }
 
+/** POSTs `body` as JSON to `url`. */
+export const postJson = (url: string, body: unknown, headers: Record<string, string> = {}) =>
+  fetch(url, { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body: JSON.stringify(body) });
+
+/** POST /api/orders/recover on `stack` for the order of a 202 answer, naming `txHash` when given. */
+export async function recoverOrder(stack: PaidStack, order: { orderId: string; recoveryKey: string }, txHash?: string) {
+  const res = await postJson(`${stack.url}/api/orders/recover`, { id: order.orderId, key: order.recoveryKey, ...(txHash ? { txHash } : {}) });
+  return { status: res.status, body: (await res.json()) as Record<string, unknown> };
+}
+
 /** A fetch Response in the shape tests/helpers/problems.ts expects (inject-like). */
 export async function asInjected(res: Response): Promise<{ statusCode: number; headers: Record<string, string>; body: string }> {
   return { statusCode: res.status, headers: Object.fromEntries(res.headers), body: await res.text() };

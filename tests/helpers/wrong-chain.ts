@@ -16,8 +16,8 @@ export function startWrongChainFork(rpcUrl: string): Promise<ChainHandle> {
 }
 
 /** `err` is the 502 of an RPC that does not serve Base, its logged cause naming the chain it serves. */
-export function expectWrongChain(err: unknown): void {
+export function expectWrongChain(err: unknown, chainId = NOT_BASE_CHAIN_ID): void {
   expect(err).toBeInstanceOf(AppError);
   expect(err).toMatchObject({ code: 'upstream_unavailable', status: 502, message: UPSTREAM_DETAIL });
-  expect(((err as AppError).cause as Error).message).toBe(`the RPC serves chain id ${NOT_BASE_CHAIN_ID}, not Base (8453)`);
+  expect(((err as AppError).cause as Error).message).toBe(`the RPC serves chain id ${chainId}, not Base (8453)`);
 }

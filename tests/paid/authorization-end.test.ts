@@ -6,7 +6,7 @@ import { createPublicClient, createWalletClient, http, parseAbi, parseSignature,
 import { privateKeyToAccount } from 'viem/accounts';
 import { baseDevnetChain, USDC_ADDRESS } from '../../src/devnet/index.js';
 import { expectProblem } from '../helpers/problems.js';
-import { asInjected, devnetRpc, recordingPayingFetch, startHoldingStack, startPaidStack, type PaidStack } from '../helpers/paid.js';
+import { asInjected, devnetRpc, paidRowOf, postJson, recordingPayingFetch, startHoldingStack, startPaidStack, type PaidStack } from '../helpers/paid.js';
 
 let s: PaidStack;
 beforeAll(async () => {
@@ -16,11 +16,7 @@ afterAll(async () => {
   await s?.close();
 });
 
-const postJson = (url: string, body: unknown) => fetch(url, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
-const rowOf = (signature: string) => {
-  const auth = (decodePaymentSignatureHeader(signature).payload as { authorization: { from: string; nonce: string } }).authorization;
-  return s.t.database.db.selectFrom('paid_reports').selectAll().where('auth_id', '=', `${auth.from.toLowerCase()}:${auth.nonce.toLowerCase()}`).executeTakeFirst();
-};
+const rowOf = (signature: string) => paidRowOf(s, signature);
 
 /** Pays the quick check through a facilitator that holds the settle: a 202 with a recovery order. */
 async function pendingPayment(payer: number) {

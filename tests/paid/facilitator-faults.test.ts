@@ -3,7 +3,6 @@
 // and the report is restored once the chain shows the payment; an upstream failure while
 // producing the report is a 502 with nothing settled.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { decodePaymentSignatureHeader } from '@x402/core/http';
 import { createPublicClient, createWalletClient, http, parseAbi, parseSignature, type Hex } from 'viem';
 import { privateKeyToAccount } from 'viem/accounts';
 import { baseDevnetChain, freePort, USDC_ADDRESS, type Devnet } from '../../src/devnet/index.js';
@@ -13,6 +12,8 @@ import {
   dbFaults,
   eventually,
   faultyDatabase,
+  paidRowOf,
+  postJson,
   recordingPayingFetch,
   startHoldingStack,
   devnetRpc,
@@ -35,12 +36,8 @@ afterAll(async () => {
 });
 
 const addressOf = (i: number) => devnet.accounts[i]!.address;
-const postJson = (url: string, body: unknown) => fetch(url, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
 /** The stored report bought with this PAYMENT-SIGNATURE, if any (keyed by payer:nonce). */
-const rowOf = (signature: string) => {
-  const auth = (decodePaymentSignatureHeader(signature).payload as { authorization: { from: string; nonce: string } }).authorization;
-  return s.t.database.db.selectFrom('paid_reports').selectAll().where('auth_id', '=', `${auth.from.toLowerCase()}:${auth.nonce.toLowerCase()}`).executeTakeFirst();
-};
+const rowOf = (signature: string) => paidRowOf(s, signature);
 const reportsOf = (payer: string) =>
   s.t.database.db.selectFrom('paid_reports').selectAll().where('auth_id', 'like', `${payer.toLowerCase()}:%`).execute();
 

@@ -12,7 +12,6 @@ beforeAll(async () => {
   s = await startPaidStack();
 });
 afterAll(async () => {
-  s?.devnet.facilitator.setFaults({});
   await s?.close();
 });
 

@@ -4,8 +4,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { decodePaymentRequiredHeader, decodePaymentResponseHeader } from '@x402/core/http';
 import { Value } from 'typebox/value';
-import { encodeFunctionData, getAddress, parseAbi } from 'viem';
-import { USDC_ADDRESS } from '../../src/devnet/index.js';
+import { encodeFunctionData, getAddress } from 'viem';
+import { fiatTokenAbi, USDC_ADDRESS } from '../../src/devnet/index.js';
 import { preflightInputDigest, transactionPreflight, type PreflightInput } from '../../src/features/preflight/preflight.js';
 import { createChainClient } from '../../src/platform/chain.js';
 import { PreflightReport } from '../../src/features/preflight/schemas.js';
@@ -90,7 +90,7 @@ describe('hostile token metadata', () => {
     const token = '0x00000000000000000000000000000000dec1dec1';
     await placeHugeDecimalsToken(s.devnet.rpcUrl, token);
     const from = s.devnet.accounts[2]!.address;
-    const data = encodeFunctionData({ abi: parseAbi(['function transfer(address,uint256) returns (bool)']), functionName: 'transfer', args: [s.devnet.accounts[3]!.address, 5n] });
+    const data = encodeFunctionData({ abi: fiatTokenAbi, functionName: 'transfer', args: [s.devnet.accounts[3]!.address, 5n] });
     const res = await post({ chain: 'base', to: token, from, data }, s.payingFetch(PAYER));
     expect(res.status, await res.clone().text()).toBe(200);
     const { receipt, ...report } = await res.json();

@@ -8,7 +8,7 @@ import { authorizationTypes } from '@x402/evm';
 import { encodeFunctionData, parseAbi, parseSignature, type Hex } from 'viem';
 import { privateKeyToAccount } from 'viem/accounts';
 import { devnetClients, MULTICALL3_ADDRESS, USDC_ADDRESS, USDC_EIP712_DOMAIN } from '../../src/devnet/index.js';
-import { signPayment, startHoldingStack, startPaidStack, type PaidStack } from '../helpers/paid.js';
+import { recoverOrder, signPayment, startHoldingStack, startPaidStack, type PaidStack } from '../helpers/paid.js';
 
 let base: PaidStack;
 let h: Awaited<ReturnType<typeof startHoldingStack>>;
@@ -80,14 +80,7 @@ it('a transaction that pays one report and only uses up a second authorization r
   expect((await mined(tx)).status).toBe('success');
   expect(await base.balanceOf(base.payTo)).toBe(payee0 + 1000n);
 
-  const recover = async (o: { orderId: string; recoveryKey: string }, txHash?: string) => {
-    const res = await fetch(`${s.url}/api/orders/recover`, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json' },
-      body: JSON.stringify({ id: o.orderId, key: o.recoveryKey, ...(txHash ? { txHash } : {}) }),
-    });
-    return { status: res.status, body: (await res.json()) as Record<string, unknown> };
-  };
+  const recover = (o: { orderId: string; recoveryKey: string }, txHash?: string) => recoverOrder(s, o, txHash);
   // The paid order is restored, and names the transaction; the other is not, not even when the
   // caller names that transaction, nor when its signature is replayed.
   const restored = await recover(orders[0]!);

@@ -10,6 +10,7 @@ import {
   asInjected,
   dbFaults,
   faultyDatabase,
+  postJson,
   recordingPayingFetch,
   startPaidStack,
   type FaultyDatabase,
@@ -32,8 +33,6 @@ afterAll(async () => {
 });
 
 const addressOf = (i: number) => s.devnet.accounts[i]!.address;
-const postJson = (url: string, body: unknown, headers: Record<string, string> = {}) =>
-  fetch(url, { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body: JSON.stringify(body) });
 const rows = (table: 'paid_reports' | 'orders') =>
   s.t.database.db.selectFrom(table).select((eb) => eb.fn.countAll<number | bigint>().as('n')).executeTakeFirstOrThrow().then((r) => Number(r.n));
 const reportOfPayer = (payer: string) =>

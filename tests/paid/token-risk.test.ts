@@ -3,7 +3,7 @@
 import { encodeFunctionData, parseAbi } from 'viem';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { decodePaymentRequiredHeader, decodePaymentResponseHeader } from '@x402/core/http';
-import { startDevnet, USDC_ADDRESS, type Devnet, type ZooBehaviour } from '../../src/devnet/index.js';
+import { fiatTokenAbi, startDevnet, USDC_ADDRESS, type Devnet, type ZooBehaviour } from '../../src/devnet/index.js';
 import { startPaidStack, type PaidStack } from '../helpers/paid.js';
 
 const PAYER = 2;
@@ -121,11 +121,11 @@ describe('token-risk reports bought by others do not change a paid preflight', (
     return { decision: report.verdict.decision, codes: report.findings.map((f) => f.code) };
   };
   const transfer = (to: string, amount: bigint) =>
-    encodeFunctionData({ abi: parseAbi(['function transfer(address to, uint256 amount) returns (bool)']), functionName: 'transfer', args: [to as `0x${string}`, amount] });
+    encodeFunctionData({ abi: fiatTokenAbi, functionName: 'transfer', args: [to as `0x${string}`, amount] });
 
   it.each([
-    ['a plain USDC payment (token risk of USDC: WARN)', () => ({ to: USDC_ADDRESS, from: s.devnet.accounts[OTHER]!.address, data: transfer(s.devnet.accounts[3]!.address, 1_500_000n) }), USDC_ADDRESS, { decision: 'ALLOW', codes: [] }],
-    ['0.001 ETH to a wallet (token risk of a wallet: BLOCK, no_contract_code)', () => ({ to: s.devnet.accounts[4]!.address, from: s.devnet.accounts[OTHER]!.address, valueWei: '1000000000000000' }), 'to', { decision: 'ALLOW', codes: [] }],
+    ['a plain USDC payment (token risk of USDC: WARN)', () => ({ to: USDC_ADDRESS, from: s.devnet.accounts[OTHER]!.address, data: transfer(s.devnet.accounts[3]!.address, 1_500_000n) }), { decision: 'ALLOW', codes: [] }],
+    ['0.001 ETH to a wallet (token risk of a wallet: BLOCK, no_contract_code)', () => ({ to: s.devnet.accounts[4]!.address, from: s.devnet.accounts[OTHER]!.address, valueWei: '1000000000000000' }), { decision: 'ALLOW', codes: [] }],
     ['a swap through the router (token risk of the router: BLOCK, not_erc20)', () => ({
       to: devnet.zoo!.router,
       from: s.devnet.accounts[OTHER]!.address,
@@ -135,12 +135,12 @@ describe('token-risk reports bought by others do not change a paid preflight', (
         functionName: 'swapExactETHForTokens',
         args: [0n, [devnet.zoo!.weth, USDC_ADDRESS], s.devnet.accounts[OTHER]!.address, 2n ** 40n],
       }),
-    }), 'to', null],
-    ['a transfer of the honeypot token (token risk: BLOCK, sell_reverts)', () => ({ to: devnet.zoo!.tokens.honeypot, from: s.devnet.accounts[PAYER]!.address, data: transfer(s.devnet.accounts[3]!.address, 1n) }), 'to', null],
-  ] as const)('%s', async (_name, input, bought, expected) => {
+    }), null],
+    ['a transfer of the honeypot token (token risk: BLOCK, sell_reverts)', () => ({ to: devnet.zoo!.tokens.honeypot, from: s.devnet.accounts[PAYER]!.address, data: transfer(s.devnet.accounts[3]!.address, 1n) }), null],
+  ] as const)('%s', async (_name, input, expected) => {
     const tx = input();
     const before = await preflight(tx);
-    await paidReport(bought === 'to' ? tx.to : bought);
+    await paidReport(tx.to);
     const after = await preflight(tx);
     expect(after).toEqual(before);
     expect(after.codes.filter((c) => c.startsWith('token_risk'))).toEqual([]);

@@ -3,9 +3,8 @@
 // with nothing stored or charged, never a 402 that reads as "your payment was rejected" and makes
 // a client sign a fresh one. The facilitator's own verdict (a body with isValid) stays a 402.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { decodePaymentSignatureHeader } from '@x402/core/http';
 import { expectProblem } from '../helpers/problems.js';
-import { asInjected, signPayment, startHttpProxy, startPaidStack, type PaidStack, type ProxyRule } from '../helpers/paid.js';
+import { asInjected, paidRowOf, signPayment, startHttpProxy, startPaidStack, type PaidStack, type ProxyRule } from '../helpers/paid.js';
 
 let base: PaidStack;
 let s: PaidStack;
@@ -21,10 +20,7 @@ afterAll(async () => {
   await base?.close();
 });
 
-const rowOf = (signature: string) => {
-  const auth = (decodePaymentSignatureHeader(signature).payload as { authorization: { from: string; nonce: string } }).authorization;
-  return s.t.database.db.selectFrom('paid_reports').selectAll().where('auth_id', '=', `${auth.from.toLowerCase()}:${auth.nonce.toLowerCase()}`).executeTakeFirst();
-};
+const rowOf = (signature: string) => paidRowOf(s, signature);
 
 const onVerify = (answer: Awaited<ReturnType<ProxyRule>>): ProxyRule => async (req, forward) => (req.url === '/verify' ? answer : forward());
 

@@ -5,7 +5,7 @@
 // settlement transaction, and only the chain check tells it from Base.
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import type { ChainHandle } from '../../src/devnet/index.js';
-import { signPayment, startHoldingStack, startPaidStack, type PaidStack } from '../helpers/paid.js';
+import { recoverOrder, signPayment, startHoldingStack, startPaidStack, type PaidStack } from '../helpers/paid.js';
 import { startWrongChainFork } from '../helpers/wrong-chain.js';
 
 let base: PaidStack;
@@ -24,15 +24,6 @@ afterAll(async () => {
   await base?.close();
 });
 
-const recover = async (stack: PaidStack, o: { orderId: string; recoveryKey: string }, txHash?: string) => {
-  const res = await fetch(`${stack.url}/api/orders/recover`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json' },
-    body: JSON.stringify({ id: o.orderId, key: o.recoveryKey, ...(txHash ? { txHash } : {}) }),
-  });
-  return { status: res.status, body: (await res.json()) as Record<string, unknown> };
-};
-
 it('a recovery order is not released on the word of an RPC that does not serve Base', async () => {
   const url = `${h.stack.url}/api/quick-check`;
   const sig = await signPayment(h.stack, 1, url);
@@ -49,13 +40,13 @@ it('a recovery order is not released on the word of an RPC that does not serve B
   fork = await startWrongChainFork(base.devnet.rpcUrl);
   wrong = await startPaidStack({ devnet: base.devnet, database: base.t.database, config: { rpcUrls: [fork.rpcUrl], rpcTimeoutMs: 5000 } });
   // Neither the order's own lookup nor the caller naming the settlement transaction releases it.
-  for (const attempt of [await recover(wrong, order), await recover(wrong, order, settled.transaction)]) {
+  for (const attempt of [await recoverOrder(wrong, order), await recoverOrder(wrong, order, settled.transaction)]) {
     expect(attempt.status, JSON.stringify(attempt.body)).not.toBe(200);
     expect(attempt.status).toBeLessThan(500);
     expect(JSON.stringify(attempt.body)).not.toContain('"report"');
   }
 
   // The service reading Base releases it.
-  const restored = await recover(base, order);
+  const restored = await recoverOrder(base, order);
   expect(restored.status, JSON.stringify(restored.body)).toBe(200);
 });

@@ -7,7 +7,6 @@ import { run } from '../../src/cli.js';
 import {
   HEAD_RECEIPT_KIND,
   LINK_RECEIPT_KIND,
-  eventHash,
   headSubject,
   intentDigestOf,
   linkEvent,

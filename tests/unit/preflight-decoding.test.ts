@@ -54,6 +54,8 @@ describe('context read (account kinds and token metadata in one aggregate3)', ()
   const word = (n: bigint | number) => pad(toHex(n));
   const answer = (results: { success: boolean; returnData: Hex }[]) => encodeFunctionResult({ abi: mc, functionName: 'aggregate3', result: results });
   const str = (s: string) => encodeAbiParameters([{ type: 'string' }], [s]);
+  const ok = (returnData: Hex) => ({ success: true, returnData });
+  const fail = { success: false, returnData: '0x' as Hex };
 
   it('places the probe and asks for block number, codes and five reads per token', () => {
     const c = contextCall({ accounts: [A, B], tokens: [T] });
@@ -84,8 +86,6 @@ describe('context read (account kinds and token metadata in one aggregate3)', ()
 
   it('decodes token metadata, bytes32 symbols, NFTs, and leaves unreadable tokens out', () => {
     const req = { accounts: [], tokens: [A, B, T] };
-    const ok = (returnData: Hex) => ({ success: true, returnData });
-    const fail = { success: false, returnData: '0x' as Hex };
     const ctx = decodeContext(req, answer([
       ok(word(7)), ok('0x'),
       ok(str('Token A')), ok(str('TKA')), ok(word(18)), ok(word(10n ** 24n)), fail,
@@ -100,15 +100,12 @@ describe('context read (account kinds and token metadata in one aggregate3)', ()
 
   it('drops control, bidi and invisible characters from names and symbols', () => {
     const req = { accounts: [], tokens: [A] };
-    const ok = (returnData: Hex) => ({ success: true, returnData });
-    const ctx = decodeContext(req, answer([ok(word(7)), ok('0x'), ok(str('Tether\u202E\u200B USD\u0085')), ok(str('US\u2067DT')), ok(word(6)), ok(word(1)), { success: false, returnData: '0x' }]));
+    const ctx = decodeContext(req, answer([ok(word(7)), ok('0x'), ok(str('Tether\u202E\u200B USD\u0085')), ok(str('US\u2067DT')), ok(word(6)), ok(word(1)), fail]));
     expect(ctx.tokens.get(A.toLowerCase())).toMatchObject({ name: 'Tether USD', symbol: 'USDT' });
   });
 
   it('takes decimals() only up to 255: viem does not range-check uint8, and formatting 2^40 decimals would crash', () => {
     const req = { accounts: [], tokens: [A, B, T] };
-    const ok = (returnData: Hex) => ({ success: true, returnData });
-    const fail = { success: false, returnData: '0x' as Hex };
     const token = (decimals: bigint) => [ok(str('Odd')), ok(str('ODD')), ok(word(decimals)), ok(word(1)), fail];
     const ctx = decodeContext(req, answer([ok(word(7)), ok('0x'), ...token(255n), ...token(256n), ...token(2n ** 40n)]));
     expect(ctx.tokens.get(A.toLowerCase())).toMatchObject({ decimals: 255, standard: 'erc20' });

@@ -104,7 +104,7 @@ describe('the pool to simulate (pools.ts)', () => {
     expect(measurable({ rToken: 5n, rQuote: 10n ** 24n })).toBe(false); // a few token units cannot show a tax
     expect(measurable({ rToken: 500_000n * E18, rQuote: 25_000n * USDC6 })).toBe(true);
     expect(choosePool([candidate(WETH_Q, E18, 100n, A)], ETH_3000)).toEqual({ kind: 'shallow', pools: [{ pair: A, quote: 'WETH', reserveToken: E18, reserveQuote: 100n, quoteValueUsdc: 0n }] });
-    expect(choosePool([{ ...candidate(USDC_Q, 0n, 0n, B) }], ETH_3000)).toEqual({ kind: 'none' });
+    expect(choosePool([candidate(USDC_Q, 0n, 0n, B)], ETH_3000)).toEqual({ kind: 'none' });
     expect(choosePool([], ETH_3000)).toEqual({ kind: 'none' });
   });
 
