@@ -1,3 +1,4 @@
+import { isUtf8 } from 'node:buffer';
 import { randomUUID } from 'node:crypto';
 import Ajv, { type Options, type ValidateFunction } from 'ajv';
 import addFormats from 'ajv-formats';
@@ -26,18 +27,40 @@ export function installValidators(app: FastifyInstance): void {
   app.removeContentTypeParser('text/plain');
   // An empty body labelled JSON is "no body" (a bare POST to approve), not malformed JSON; routes
   // that need a body then answer the usual validation 400. Fastify's own parser (with its
-  // prototype-poisoning protection) handles everything else.
+  // prototype-poisoning protection) handles everything else. The body is read as bytes: decoding
+  // them as text would turn every invalid UTF-8 sequence into U+FFFD, so that different bytes
+  // (two requestIds, two names) were stored as one string.
   const parseJson = app.getDefaultJsonParser('error', 'error');
   app.removeContentTypeParser('application/json');
-  app.addContentTypeParser('application/json', { parseAs: 'string' }, (request, body, done) => {
-    if (body === '') done(null, undefined);
-    else
-      parseJson(request, body as string, (err, value) => {
+  app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (request, raw, done) => {
+    const bytes = raw as Buffer;
+    const refused = refusedEncoding(request.headers);
+    if (refused) done(refused, undefined);
+    else if (bytes.length === 0) done(null, undefined);
+    else if (!isUtf8(bytes)) done(new AppError('malformed_json', 'the body is not valid UTF-8; send JSON encoded as UTF-8'), undefined);
+    else {
+      const body = bytes.toString('utf8');
+      parseJson(request, body, (err, value) => {
         if (err) done(err, undefined);
-        else if (repeatsMemberName(body as string, value)) done(new AppError('malformed_json', 'an object in the body names a member twice; send each member once'), undefined);
+        else if (repeatsMemberName(body, value)) done(new AppError('malformed_json', 'an object in the body names a member twice; send each member once'), undefined);
         else done(null, value);
       });
+    }
   });
+}
+
+/**
+ * A JSON body is read as UTF-8 without a content coding. A body labelled with another charset,
+ * or compressed, would be read as something its sender did not write: 415, not a guess.
+ */
+function refusedEncoding(headers: FastifyRequest['headers']): AppError | undefined {
+  const charset = /;\s*charset\s*=\s*"?([^";\s]*)/i.exec(headers['content-type'] ?? '')?.[1]?.toLowerCase();
+  if (charset !== undefined && charset !== 'utf-8' && charset !== 'utf8') {
+    return new AppError('unsupported_media_type', 'send the body as application/json in UTF-8 (charset=utf-8, or no charset)');
+  }
+  const coding = headers['content-encoding']?.trim().toLowerCase();
+  if (coding && coding !== 'identity') return new AppError('unsupported_media_type', 'send the body uncompressed: no Content-Encoding is accepted');
+  return undefined;
 }
 
 /**

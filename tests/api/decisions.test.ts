@@ -138,6 +138,23 @@ describe('POST /api/spendpolicy/decisions', () => {
     expectProblem(res, 403, 'agent_mismatch');
   });
 
+  it('requestIds that differ only in invalid UTF-8 bytes are refused, not merged into one decision', async () => {
+    const p = await createPolicy(t);
+    const [before, after] = JSON.stringify(decisionBody(p.policyId, { amount: '1', requestId: 'pay-#' })).split('#');
+    for (const bad of [0xff, 0xfe, 0x80]) {
+      const res = await t.app.inject({
+        method: 'POST',
+        url: DECISIONS,
+        headers: { ...bearer(p.agentKey), 'content-type': 'application/json' },
+        payload: Buffer.concat([Buffer.from(before!), Buffer.from([bad]), Buffer.from(after!)]),
+      });
+      expectProblem(res, 400, 'malformed_json');
+    }
+    // Nothing was stored under the replacement character either: this is a new decision.
+    const { decision } = await decide(t, p, { amount: '2', requestId: 'pay-\ufffd' });
+    expect(decision).toMatchObject({ decision: 'APPROVE', amount: '2' });
+  });
+
   it('an invalid proposed spend is 400', async () => {
     const p = await createPolicy(t);
     const base = decisionBody(p.policyId, { amount: '1' });

@@ -401,10 +401,37 @@ describe('POST /api/spendpolicy/evaluate', () => {
       expectProblem(await postRaw(payload, 'application/json'), 400, 'malformed_json');
     });
 
-    it('invalid UTF-8 bytes are a 4xx problem', async () => {
-      const res = await postRaw(Buffer.from([0x7b, 0x22, 0x61, 0x22, 0x3a, 0x22, 0xff, 0xfe, 0x22, 0x7d]), 'application/json');
-      expect(res.statusCode).toBe(400);
-      expect(res.headers['content-type']).toMatch(/^application\/problem\+json/);
+    // Decoded with replacement characters, these bytes would be a valid body whose agentId is
+    // "agent-\ufffd": different bytes, one string.
+    it.each([
+      ['0xff', [0xff]],
+      ['a lone continuation byte', [0x80]],
+      ['an overlong encoding of "/"', [0xc0, 0xaf]],
+      ['a UTF-16 surrogate encoded as UTF-8 (CESU-8)', [0xed, 0xa0, 0x80]],
+      ['a truncated sequence', [0xe2, 0x82]],
+    ])('a body with invalid UTF-8 (%s) is a 400 malformed_json', async (_what, bytes) => {
+      const [before, after] = JSON.stringify({ ...validBody(), agentId: 'agent-#' }).split('#');
+      const problem = expectProblem(await postRaw(Buffer.concat([Buffer.from(before!), Buffer.from(bytes), Buffer.from(after!)]), 'application/json'), 400, 'malformed_json');
+      expect(problem.detail).toMatch(/UTF-8/);
+    });
+
+    it('a body in valid UTF-8 beyond ASCII is read as written', async () => {
+      const res = await postRaw(Buffer.from(JSON.stringify({ ...validBody(), agentId: 'agent-é-\u{1f600}' }), 'utf8'), 'application/json; charset=UTF-8');
+      expect(res.statusCode, res.body).toBe(200);
+    });
+
+    it.each(['iso-8859-1', 'utf-16', 'latin1', '"windows-1252"'])('a body labelled charset=%s is a 415', async (charset) => {
+      expectProblem(await postRaw(JSON.stringify(validBody()), `application/json; charset=${charset}`), 415, 'unsupported_media_type');
+    });
+
+    it.each(['gzip', 'deflate', 'br'])('a body with Content-Encoding: %s is a 415, whatever its bytes', async (coding) => {
+      const res = await inject({ method: 'POST', url: URL, payload: JSON.stringify(validBody()), headers: { 'content-type': 'application/json', 'content-encoding': coding } });
+      expectProblem(res, 415, 'unsupported_media_type');
+    });
+
+    it('Content-Encoding: identity is a plain body', async () => {
+      const res = await inject({ method: 'POST', url: URL, payload: JSON.stringify(validBody()), headers: { 'content-type': 'application/json', 'content-encoding': 'identity' } });
+      expect(res.statusCode, res.body).toBe(200);
     });
 
     it('an empty body with content-type application/json is a 400: the body is required', async () => {

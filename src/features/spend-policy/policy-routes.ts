@@ -130,7 +130,7 @@ export const policyRoutes: FastifyPluginAsyncTypebox<AppDeps & { decisions: Deci
         summary: 'Replace the agent key (admin key); the old one stops working at once',
         security: adminSecurity,
         params: Params,
-        response: { 200: AgentKeyResponse, ...problems(400, 401, 404, 410) },
+        response: { 200: AgentKeyResponse, ...problems(400, 401, 404, 410, 413, 415) },
       },
     },
     async (request) => {
