@@ -1,3 +1,4 @@
+import { isUtf8 } from 'node:buffer';
 import type { FastifyRequest } from 'fastify';
 import {
   FacilitatorTimeoutError,
@@ -16,6 +17,7 @@ import type { Config } from '../config.js';
 import { digestOf } from './canonical.js';
 import { AppError } from './errors.js';
 import { compileBodyValidator } from './http.js';
+import { repeatsMemberName } from './json-members.js';
 import { Address, BYTES32_PATTERN, HEX_DATA_PATTERN, UINT256_DIGITS_PATTERN } from './schemas.js';
 import { NETWORK, PAID_REPORTS, USDC_ADDRESS, priceMicro, type PaidReportName } from './prices.js';
 
@@ -76,9 +78,35 @@ export function paymentIdentity(header: string): { payload: PaymentPayload; auth
   } catch {
     throw new AppError('invalid_request', 'PAYMENT-SIGNATURE is not a valid x402 v2 payment payload');
   }
+  checkPaymentText(header, payload);
   checkPayment(payload);
   const { from, nonce } = (payload as unknown as ExactEvmPayment).payload.authorization;
   return { payload, authId: `${from.toLowerCase()}:${nonce.toLowerCase()}`, payer: from, digest };
+}
+
+/**
+ * The decoded header is read as strictly as a request body: UTF-8 that decodes without
+ * replacement, each member named once (I-JSON, as bodies: see json-members.ts), and no member
+ * named like a property every object inherits (`__proto__`, `constructor`, `toString`, ...). The
+ * SDK looks members up by name in plain objects, where such a name finds the inherited property:
+ * `extensions: {"constructor": {}}` failed inside the SDK with a TypeError, and a `__proto__`
+ * member made the facilitator refuse the verify call, which read as "did not answer" (502).
+ */
+function checkPaymentText(header: string, payload: unknown): void {
+  const bytes = Buffer.from(header, 'base64');
+  if (!isUtf8(bytes)) throw new AppError('invalid_request', 'PAYMENT-SIGNATURE is not valid UTF-8 once decoded from base64');
+  if (repeatsMemberName(bytes.toString('utf8'), payload)) {
+    throw new AppError('invalid_request', 'PAYMENT-SIGNATURE names a member twice in one object; send each member once');
+  }
+  const pending: unknown[] = [payload];
+  while (pending.length) {
+    const value = pending.pop();
+    if (typeof value !== 'object' || value === null) continue;
+    for (const key of Object.keys(value)) {
+      if (key in Object.prototype) throw new AppError('invalid_request', `PAYMENT-SIGNATURE names a member "${key}", which no x402 payment has`);
+      pending.push((value as Record<string, unknown>)[key]);
+    }
+  }
 }
 
 /** Why the SDK answered with a challenge: the `error` of its PAYMENT-REQUIRED header. */

@@ -42,6 +42,14 @@ it.each([
   ['no nonce', v2('', { ...authorization, nonce: undefined })],
   ['a signature that is not hex', v2('', authorization, 'nope')],
   ['no signature', v2('', authorization, null)],
+  // Read as strictly as a request body. The SDK and the facilitator look members up by name, where
+  // these names find what every object inherits: a 502 "did not answer", or the SDK's TypeError.
+  ['a __proto__ member', v2(',"__proto__":{"x":1}')],
+  ['a constructor.prototype member', v2(',"constructor":{"prototype":{"x":1}}')],
+  ['an extension named constructor', v2(',"extensions":{"constructor":{}}')],
+  ['an extension named toString', v2(',"extensions":{"toString":{}}')],
+  ['a member named twice', b64(`{"x402Version":1,${Buffer.from(v2(''), 'base64').toString('utf8').slice(1)}`)],
+  ['invalid UTF-8 once decoded', Buffer.concat([Buffer.from(Buffer.from(v2(',"note":"#"'), 'base64').toString('utf8').split('#')[0]!), Buffer.from([0xff]), Buffer.from('"}')]).toString('base64')],
 ])('PAYMENT-SIGNATURE with %s: 400 invalid_request', async (_what, signature) => {
   const res = await t.app.inject({ method: 'GET', url: '/api/quick-check', headers: { 'payment-signature': signature } });
   const problem = expectProblem(res, 400, 'invalid_request');
