@@ -23,7 +23,7 @@ export interface PresentedKey {
 /** Reads `Authorization: Bearer <key>`; null when absent or not shaped like one of our keys. */
 export function presentedKey(authorization: string | undefined): PresentedKey | null {
   if (!authorization) return null;
-  const m = /^Bearer\s+(\S+)\s*$/i.exec(authorization);
+  const m = /^Bearer +([\x21-\x7e]+) *$/i.exec(authorization);
   const key = m?.[1];
   if (!key) return null;
   const kind = KEY_RE.exec(key)?.[1] as KeyKind | undefined;

@@ -215,6 +215,10 @@ describe('protected policies', () => {
         { authorization: `Basic ${p.adminKey}` },
         { authorization: p.adminKey },
         { authorization: 'Bearer sgp_root_' + 'A'.repeat(43) },
+        // The scheme and the key are separated by spaces (RFC 6750), nothing else.
+        { authorization: `Bearer\u00a0${p.adminKey}` },
+        { authorization: `Bearer\t${p.adminKey}` },
+        { authorization: `Bearer${p.adminKey}` },
         bearer(p.agentKey),
       ];
       for (const headers of wrong) {
