@@ -42,23 +42,33 @@ export type GateResult =
 /**
  * What the service reads of a payment: an x402 v2 exact EIP-3009 authorization, every field in
  * the form EIP-3009 gives it. A field the facilitator cannot read is the caller's mistake (400),
- * not a facilitator that did not answer (its error for such a payload reads as one). Other
- * members (accepted, resource, extensions) are the SDK's to check.
+ * not a facilitator that did not answer (its error for such a payload reads as one). The
+ * payload holds the authorization and its signature only; the other members of the envelope
+ * (accepted, resource, extensions) are the SDK's to check.
  */
 const Uint256 = Type.String({ pattern: UINT256_DIGITS_PATTERN });
 const ExactEvmPayment = Type.Object({
   x402Version: Type.Literal(2),
-  payload: Type.Object({
-    signature: Type.String({ pattern: HEX_DATA_PATTERN, minLength: 4 }),
-    authorization: Type.Object({
-      from: Address(),
-      to: Address(),
-      value: Uint256,
-      validAfter: Uint256,
-      validBefore: Uint256,
-      nonce: Type.String({ pattern: BYTES32_PATTERN }),
-    }),
-  }),
+  // The authorization and its signature, nothing beside them: the facilitator settles a payload
+  // that also carries a `permit2Authorization` through Permit2, while this service would know the
+  // payment by the EIP-3009 authorization it does not settle.
+  payload: Type.Object(
+    {
+      signature: Type.String({ pattern: HEX_DATA_PATTERN, minLength: 4 }),
+      authorization: Type.Object(
+        {
+          from: Address(),
+          to: Address(),
+          value: Uint256,
+          validAfter: Uint256,
+          validBefore: Uint256,
+          nonce: Type.String({ pattern: BYTES32_PATTERN }),
+        },
+        { additionalProperties: false },
+      ),
+    },
+    { additionalProperties: false },
+  ),
 });
 type ExactEvmPayment = Static<typeof ExactEvmPayment>;
 const checkPayment = compileBodyValidator(ExactEvmPayment, 'PAYMENT-SIGNATURE');

@@ -49,6 +49,9 @@ it.each([
   ['an extension named constructor', v2(',"extensions":{"constructor":{}}')],
   ['an extension named toString', v2(',"extensions":{"toString":{}}')],
   ['a member named twice', b64(`{"x402Version":1,${Buffer.from(v2(''), 'base64').toString('utf8').slice(1)}`)],
+  // The facilitator would settle the Permit2 one, while the service knows the payment by the other.
+  ['a Permit2 authorization beside the EIP-3009 one', b64(`{"x402Version":2,"payload":{"authorization":${JSON.stringify(authorization)},"signature":"${SIGNATURE}","permit2Authorization":{"from":"${authorization.from}","nonce":"1"}}}`)],
+  ['an unknown member in the authorization', v2('', { ...authorization, extra: '1' })],
   ['invalid UTF-8 once decoded', Buffer.concat([Buffer.from(Buffer.from(v2(',"note":"#"'), 'base64').toString('utf8').split('#')[0]!), Buffer.from([0xff]), Buffer.from('"}')]).toString('base64')],
 ])('PAYMENT-SIGNATURE with %s: 400 invalid_request', async (_what, signature) => {
   const res = await t.app.inject({ method: 'GET', url: '/api/quick-check', headers: { 'payment-signature': signature } });
