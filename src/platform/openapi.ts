@@ -7,6 +7,7 @@ export const API_VERSION = '1.5.0-rc.1';
 /** The OpenAPI document is generated from the route schemas; this adds what routes cannot say. */
 export function openApiOptions(config: Config): SwaggerOptions {
   return {
+    transformObject: (document) => ('openapiObject' in document ? withWhatEveryResponseSays(document.openapiObject as Document) : document.swaggerObject) as object,
     openapi: {
       openapi: '3.1.0',
       info: {
@@ -51,3 +52,43 @@ export function openApiOptions(config: Config): SwaggerOptions {
     },
   };
 }
+
+type Header = { description?: string; required?: boolean; schema: object };
+type Response = { description: string; headers?: Record<string, Header>; content?: Record<string, { schema?: object }> };
+type Document = { paths?: Record<string, Record<string, { responses?: Record<string, Response> } | unknown>> };
+
+/** What routes answer without a response schema of their own: a document, and plain text. */
+const UNSCHEMAED_CONTENT: Record<string, Response['content']> = {
+  '/openapi.json': { 'application/json': { schema: { type: 'object', description: 'This OpenAPI 3.1.0 document' } } },
+  '/terms': { 'text/plain': { schema: { type: 'string' } } },
+  '/privacy': { 'text/plain': { schema: { type: 'string' } } },
+};
+
+/**
+ * What holds for every response, which @fastify/swagger cannot take from a route's schema: each
+ * carries x-request-id (installErrorHandling); every error is a problem body sent as
+ * application/problem+json (sendProblem), where the generator writes application/json; and a
+ * 402 or 412 always carries PAYMENT-REQUIRED.
+ */
+function withWhatEveryResponseSays(doc: Document): Document {
+  for (const [path, operations] of Object.entries(doc.paths ?? {})) {
+    for (const operation of Object.values(operations)) {
+      const responses = (operation as { responses?: Record<string, Response> } | undefined)?.responses;
+      for (const [status, response] of Object.entries(responses ?? {})) {
+        response.headers = { 'x-request-id': REQUEST_ID_HEADER, ...response.headers };
+        const json = response.content?.['application/json'];
+        if (Number(status) >= 400 && json) response.content = { 'application/problem+json': json };
+        const challenge = response.headers['PAYMENT-REQUIRED'];
+        if (challenge && (status === '402' || status === '412')) challenge.required = true;
+        if (status === '200' && !response.content && UNSCHEMAED_CONTENT[path]) response.content = UNSCHEMAED_CONTENT[path];
+      }
+    }
+  }
+  return doc;
+}
+
+const REQUEST_ID_HEADER: Header = {
+  description: 'The id of this request, also in every problem body (requestId) and log line; quote it when reporting a problem',
+  required: true,
+  schema: { type: 'string' },
+};

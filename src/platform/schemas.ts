@@ -50,14 +50,20 @@ export const Problem = Type.Object(
   { description: 'RFC 9457 problem body' },
 );
 
-/** Problem responses for the given statuses, each described by the codes that produce it. */
+/** The header of every 429, and of a 202 that asks the caller to come back. */
+export const RetryAfterHeader = { 'Retry-After': { type: 'integer', description: 'Seconds to wait before asking again' } };
+
+/**
+ * Problem responses for the given statuses, each described by the codes that produce it. They are
+ * sent as application/problem+json, which the OpenAPI document says (see openapi.ts).
+ */
 export function problems(...statuses: number[]): Record<number, TSchema> {
   const out: Record<number, TSchema> = {};
   for (const status of statuses) {
     const titles = (Object.keys(ERROR_CODES) as ErrorCode[])
       .filter((c) => ERROR_CODES[c].status === status)
       .map((c) => ERROR_CODES[c].title);
-    out[status] = Type.Object(Problem.properties, { description: titles.join('; ') || 'Problem' });
+    out[status] = Type.Object(Problem.properties, { description: titles.join('; ') || 'Problem', ...(status === 429 ? { headers: RetryAfterHeader } : {}) });
   }
   return out;
 }

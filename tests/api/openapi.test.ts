@@ -1,6 +1,8 @@
 import { Validator } from '@seriousme/openapi-schema-validator';
+import type { InjectOptions } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { createTestApp, json, type TestApp } from '../helpers/app.js';
+import { bearer, createPolicy } from '../helpers/policies.js';
 
 /**
  * Fastify 5 has no public list of registered routes, and buildApp registers them before a test
@@ -129,6 +131,58 @@ describe('GET /openapi.json', () => {
       expect(res.description, path).toMatch(/payment_required/);
       expect(res.description, path).toMatch(/payment_invalid/);
     }
+  });
+
+  /** The headers a caller reads; each one an answer carries must be documented for its status. */
+  const READ_HEADERS = ['etag', 'retry-after', 'payment-required', 'payment-response', 'x-request-id'];
+  const expectDocumented = (method: string, path: string, res: { statusCode: number; headers: Record<string, unknown> }) => {
+    const documented = doc.paths[path]?.[method]?.responses?.[String(res.statusCode)];
+    expect(documented, `${method} ${path} ${res.statusCode}`).toBeDefined();
+    const media = String(res.headers['content-type']).split(';')[0]!;
+    expect(Object.keys(documented.content ?? {}), `${method} ${path} ${res.statusCode}`).toContain(media);
+    const names = Object.keys(documented.headers ?? {}).map((h) => h.toLowerCase());
+    for (const h of READ_HEADERS) if (res.headers[h] !== undefined) expect(names, `${method} ${path} ${res.statusCode}`).toContain(h);
+    for (const [name, h] of Object.entries(documented.headers ?? {}) as Array<[string, { required?: boolean }]>) {
+      if (h.required) expect(res.headers[name.toLowerCase()], `${method} ${path} ${res.statusCode} ${name}`).toBeDefined();
+    }
+  };
+
+  it('says what the answers carry: their media type (problem+json for errors) and their headers', async () => {
+    const inject = (method: 'GET' | 'POST' | 'PUT', url: string, opts: { headers?: Record<string, string>; payload?: string | object } = {}) =>
+      t.app.inject({ method, url, ...opts } as InjectOptions);
+    const p = await createPolicy(t);
+    const policyPath = '/api/spendpolicy/policies/{policyId}';
+    const url = `/api/spendpolicy/policies/${p.policyId}`;
+    const get = await inject('GET', url, { headers: bearer(p.adminKey) });
+    expect(get.headers.etag).toBe('"1"');
+    const answers: Array<[string, string, Awaited<ReturnType<typeof inject>>]> = [
+      ['get', policyPath, get],
+      ['get', policyPath, await inject('GET', url)],
+      ['put', policyPath, await inject('PUT', url, { headers: { ...bearer(p.adminKey), 'if-match': '"9"' }, payload: { policy: json<any>(get).policy } })],
+      ['post', '/api/spendpolicy/evaluate', await inject('POST', '/api/spendpolicy/evaluate', { payload: { nope: 1 } })],
+      ['post', '/api/spendpolicy/evaluate', await inject('POST', '/api/spendpolicy/evaluate', { payload: 'x', headers: { 'content-type': 'text/plain' } })],
+      ['get', '/terms', await inject('GET', '/terms')],
+      ['get', '/privacy', await inject('GET', '/privacy')],
+      ['get', '/api/services', await inject('GET', '/api/services')],
+    ];
+    expect(answers.map(([, , r]) => r.statusCode)).toEqual([200, 401, 412, 400, 415, 200, 200, 200]);
+    for (const [method, path, res] of answers) expectDocumented(method, path, res);
+  });
+
+  it('documents Retry-After on every 429, and application/problem+json for every error', () => {
+    let errors = 0;
+    for (const [path, operations] of Object.entries(doc.paths as Record<string, Record<string, any>>)) {
+      for (const [method, op] of Object.entries(operations)) {
+        for (const [status, res] of Object.entries(op.responses as Record<string, any>)) {
+          expect(res.headers?.['x-request-id']?.required, `${method} ${path} ${status}`).toBe(true);
+          if (Number(status) < 400) continue;
+          errors++;
+          expect(Object.keys(res.content), `${method} ${path} ${status}`).toEqual(['application/problem+json']);
+          if (status === '429') expect(res.headers?.['Retry-After']?.schema?.type, `${method} ${path}`).toBe('integer');
+        }
+      }
+    }
+    expect(errors).toBeGreaterThan(100);
   });
 
   it('documents the pilot-lead request and its 201, 400 and 429', () => {

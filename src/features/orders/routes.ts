@@ -4,7 +4,7 @@ import { digestOf } from '../../platform/canonical.js';
 import { AppError } from '../../platform/errors.js';
 import { noStore } from '../../platform/http.js';
 import { PAID_REPORTS, type PaidReportName } from '../../platform/prices.js';
-import { DateTime, problems, StringEnum, Text } from '../../platform/schemas.js';
+import { DateTime, problems, RetryAfterHeader, StringEnum, Text } from '../../platform/schemas.js';
 import { reportInputValidator, type PaidReportDef, type PaidReports } from '../reports/pipeline.js';
 import { PendingReport, ReportReceipt } from '../reports/report-schemas.js';
 import { TX_HASH_PATTERN } from '../reports/schemas.js';
@@ -73,7 +73,7 @@ export const orderRoutes: FastifyPluginAsyncTypebox<AppDeps & { reports: PaidRep
         summary: 'Restore a paid report without paying again',
         description: '200 with the original report and its receipt once the payment is settled; 202 while unpaid or pending (do not pay again). Pass txHash for an interrupted payment that settled.',
         body: Recover,
-        response: { 200: Restored, 202: Type.Union([Unpaid, PendingReport]), ...problems(400, 402, 404, 410, 413, 415, 503) },
+        response: { 200: Restored, 202: { ...Type.Union([Unpaid, PendingReport]), headers: RetryAfterHeader }, ...problems(400, 402, 404, 410, 413, 415, 503) },
       },
     },
     async (request, reply) => {

@@ -9,7 +9,7 @@ import { compileBodyValidator, noStore } from '../../platform/http.js';
 import { newId } from '../../platform/ids.js';
 import { NETWORK, PAID_REPORTS, priceMicro, type PaidReportName } from '../../platform/prices.js';
 import type { ReceiptSigner } from '../../platform/receipts.js';
-import { problems } from '../../platform/schemas.js';
+import { problems, RetryAfterHeader } from '../../platform/schemas.js';
 import { challengeProblem, paymentIdentity, type GateResult, type PaymentGateway } from '../../platform/x402.js';
 import { OrderStore, type OrderRow } from '../orders/store.js';
 import { PendingReport, ReportReceipt } from './report-schemas.js';
@@ -94,8 +94,12 @@ export class PaidReports {
         },
         ...(def.body ? { body: def.body } : {}),
         response: {
-          200: { ...def.response, properties: { ...(def.response as { properties: object }).properties, receipt: ReceiptSchemaRef } },
-          202: PendingReport,
+          200: {
+            ...def.response,
+            properties: { ...(def.response as { properties: object }).properties, receipt: ReceiptSchemaRef },
+            headers: PaymentResponseHeader,
+          },
+          202: { ...PendingReport, headers: RetryAfterHeader },
           ...problems(400, 404, 409, 410, 412, 413, 415, 502, 503),
           402: ChallengeProblem,
           412: { ...problems(412)[412], description: 'Precondition failed: the payment needs an allowance granted first (PAYMENT-REQUIRED says which); nothing charged', headers: PaymentRequiredHeader },
@@ -261,6 +265,9 @@ export class PaidReports {
 
 const ReceiptSchemaRef = ReportReceipt;
 
+const PaymentResponseHeader = {
+  'PAYMENT-RESPONSE': { type: 'string', description: 'The x402 v2 settlement response (base64 JSON: success, transaction, network, payer)' },
+};
 const PaymentRequiredHeader = {
   'PAYMENT-REQUIRED': { type: 'string', description: 'The x402 v2 challenge (base64 JSON: x402Version 2, accepts, resource, error) that an x402 client pays from' },
 };

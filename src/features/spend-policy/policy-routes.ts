@@ -19,6 +19,8 @@ import {
 const Params = Type.Object({ policyId: PolicyId });
 const adminOnly = { kinds: ['admin' as const], missing: 'admin_key_required' as const };
 const adminSecurity = [{ adminKey: [] }];
+/** Answers that carry the policy send its revision as the ETag, which If-Match names. */
+const EtagHeader = { ETag: { type: 'string', description: 'The policy revision, quoted (e.g. "3"): send it back in If-Match' } };
 
 /**
  * `If-Match: "3"` (the ETag of GET; bare 3 is accepted too) names the revision the administrator
@@ -50,7 +52,7 @@ export const policyRoutes: FastifyPluginAsyncTypebox<AppDeps & { decisions: Deci
         summary: 'Create a protected spend policy; answers one admin key and one agent key, each shown once',
         description: `Keys are stored only as SHA-256 hashes and cannot be recovered. Pilot access lasts 30 days. A source may create ${deps.config.policyCreateLimit} policies per day.`,
         body: CreatePolicyRequest,
-        response: { 201: CreatedPolicy, ...problems(400, 413, 415, 429) },
+        response: { 201: { ...CreatedPolicy, headers: EtagHeader }, ...problems(400, 413, 415, 429) },
       },
     },
     async (request, reply) => {
@@ -68,7 +70,7 @@ export const policyRoutes: FastifyPluginAsyncTypebox<AppDeps & { decisions: Deci
         summary: 'Read a policy (admin key); never shows secret hashes',
         security: adminSecurity,
         params: Params,
-        response: { 200: Policy, ...problems(400, 401, 404, 410) },
+        response: { 200: { ...Policy, headers: EtagHeader }, ...problems(400, 401, 404, 410) },
       },
     },
     async (request, reply) => {
@@ -90,7 +92,7 @@ export const policyRoutes: FastifyPluginAsyncTypebox<AppDeps & { decisions: Deci
         params: Params,
         headers: Type.Object({ 'if-match': Type.Optional(Type.String()) }),
         body: ReplacePolicyRequest,
-        response: { 200: Policy, ...problems(400, 401, 404, 410, 412, 413, 415) },
+        response: { 200: { ...Policy, headers: EtagHeader }, ...problems(400, 401, 404, 410, 412, 413, 415) },
       },
     },
     async (request, reply) => {
