@@ -149,6 +149,8 @@ describe('a chain edited in the database no longer verifies', () => {
       ['expectedFrom changed', (d) => relink(Object.assign(d, { intent: { ...d.intent, expectedFrom: ADDR.bob.toLowerCase() } }))],
       ['expectedFrom removed', (d) => relink(Object.assign(d, { intent: { ...d.intent, expectedFrom: undefined } }))],
       ['createdAt rewritten', (d) => relink(Object.assign(d, { events: d.events.map((e: any, i: number) => (i === 2 ? { ...e, createdAt: '2030-01-01T00:00:00.000Z' } : e)) }))],
+      // No hash covers the chain's own createdAt; the first event's, which must equal it, is covered.
+      ['the chain backdated', (d) => Object.assign(d, { createdAt: '2025-01-01T00:00:00.000Z' })],
     ];
     for (const [name, edit] of edits) {
       const d = structuredClone(chain);
@@ -197,6 +199,13 @@ describe('a chain edited in the database no longer verifies', () => {
     expect(await run(['evidence', 'verify', join(dir, 'x.json')], out, {})).toBe(2);
     expect(await run(['evidence', 'verify', '--jwks', join(dir, 'jwks.json')], out, {})).toBe(2);
     expect(await run(['evidence', 'verify', join(dir, 'missing.json'), '--jwks', join(dir, 'jwks.json')], out, {})).toBe(1);
+    // A malformed JWKS is named as such, not reported as a chain the audit could not read.
+    writeFileSync(join(dir, 'null-key.json'), JSON.stringify({ keys: [null] }));
+    const { chain } = await auditChain(evidenceChainId);
+    writeFileSync(join(dir, 'chain.json'), JSON.stringify(chain));
+    errors.length = 0;
+    expect(await run(['evidence', 'verify', join(dir, 'chain.json'), '--jwks', join(dir, 'null-key.json')], out, {})).toBe(1);
+    expect(errors.join()).toMatch(/the JWKS lists a key that is not an object/);
   });
 
   it.skipIf(testDialect !== 'sqlite')('the installed bin exits non-zero on a tampered chain', async () => {

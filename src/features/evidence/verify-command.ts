@@ -15,6 +15,7 @@ async function loadJwks(source: string): Promise<JwksDocument> {
     : await readFile(source, 'utf8');
   const doc = JSON.parse(text) as JwksDocument;
   if (!doc || !Array.isArray(doc.keys)) throw new Error('the JWKS has no keys array');
+  if (!doc.keys.every((k: unknown) => typeof k === 'object' && k !== null && !Array.isArray(k))) throw new Error('the JWKS lists a key that is not an object');
   return doc;
 }
 

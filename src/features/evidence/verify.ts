@@ -219,6 +219,11 @@ function audit(doc: unknown, jwks: JwksDocument): ChainVerification {
   if (intentDigestOf(intent) !== doc.intentDigest) problems.push(`intentDigest ${doc.intentDigest} is not the digest of the intent (${intentDigestOf(intent)})`);
   if (doc.policyId !== undefined && doc.policyId !== intent.policyId) problems.push('policyId differs from the intent');
   if (doc.requestId !== undefined && doc.requestId !== intent.requestId) problems.push('requestId differs from the intent');
+  // A chain is created together with its first event, at one time: that event's hash covers it.
+  const first: unknown = doc.events[0];
+  if (doc.createdAt !== undefined && isObject(first) && doc.createdAt !== first.createdAt) {
+    problems.push('createdAt differs from the time of the first event, when the chain was created');
+  }
 
   let receipts = 0;
   let links = 0;
