@@ -107,6 +107,28 @@ describe('settlement reconciliation', () => {
     expect(await settleOk(c.evidenceChainId, hash)).toMatchObject({ result: 'MISMATCH' });
   });
 
+  it('two payers in one transaction settle an intent naming one payer and one naming none, in either order', async () => {
+    // Each transaction: 2.5 USDC to account 2 from account 1, then 2.5 from account 3.
+    const wallet = (i: number) => createWalletClient({ account: privateKeyToAccount(devnet.accounts[i]!.privateKey), chain: baseDevnetChain(devnet.rpcUrl), transport: http(devnet.rpcUrl) });
+    for (const i of [1, 3]) await chain.waitForTransactionReceipt({ hash: await wallet(i).writeContract({ address: USDC_ADDRESS, abi: erc20Abi, functionName: 'approve', args: [MULTICALL3, 5_000_000n] }) });
+    const call = (from: number) => ({ target: USDC_ADDRESS, allowFailure: false, callData: encodeFunctionData({ abi: erc20Abi, functionName: 'transferFrom', args: [addr(from), addr(2), 2_500_000n] }) });
+    for (const anyFirst of [true, false]) {
+      const hash = await wallet(1).writeContract({ address: MULTICALL3, abi: multicall3Abi, functionName: 'aggregate3', args: [[call(1), call(3)]] });
+      await chain.waitForTransactionReceipt({ hash });
+      const any = await chainFor('2.5');
+      const fromOne = await chainFor('2.5', 1);
+      // Reconciled first, the chain naming no payer took account 1's transfer, the only one that
+      // pays the other chain, which then got a final MISMATCH: it now moves to account 3's.
+      for (const c of anyFirst ? [any, fromOne] : [fromOne, any]) expect(await settleOk(c.evidenceChainId, hash), String(anyFirst)).toMatchObject({ result: 'MATCH' });
+      const claims = await t.database.db.selectFrom('evidence_settlement_claims').select('chain_id').where('tx_hash', '=', hash.toLowerCase()).execute();
+      expect(claims.map((c) => c.chain_id).sort()).toEqual([any.evidenceChainId, fromOne.evidenceChainId].sort());
+      // Both transfers are taken now.
+      expect(await settleOk((await chainFor('2.5')).evidenceChainId, hash)).toMatchObject({ result: 'MISMATCH' });
+      const jwks = await serviceJwks(t);
+      for (const c of [any, fromOne]) expect(verifyChain(json(await readChain(t, c.evidenceChainId, p.agentKey)), jwks).ok).toBe(true);
+    }
+  });
+
   it('MATCH for the intended transfer; the same txHash again is replayed; another txHash is 409', async () => {
     const c = await chainFor('1.5', 1);
     const hash = await transfer(1, 2, 1_500_000n);

@@ -7,7 +7,7 @@ import type { ReceiptSigner } from '../../platform/receipts.js';
 import type { PaymentEvidence } from '../reports/payment-proof.js';
 import type { ChainEvent, EventType, Intent } from './hashing.js';
 import type { AgentKey, EvidenceService } from './service.js';
-import { payingTransfers, planAfterReading, planBeforeReading, reconcileSettlement, type RecordedSettlement, type SettlementObservation } from './settlement.js';
+import { expectedOf, payingTransfers, planAfterReading, planBeforeReading, reconcileSettlement, type RecordedSettlement, type SettlementObservation } from './settlement.js';
 import { storage, type ChainRow, type EvidenceStore } from './store.js';
 import { checkAgainstIntent } from './summary.js';
 
@@ -123,22 +123,34 @@ export class DirectChecks {
 /**
  * A MATCH holds only if the paying Transfer is not already the settlement of another chain of
  * the same policy: one payment settles one intent. The first matching Transfer of the
- * transaction that is free (or already this chain's) is claimed; when every one is held by
- * another chain of the policy, the answer is MISMATCH (final), naming that chain, which the same
- * agent key can read anyway. Chains of other policies hold their own claims and change nothing
- * here (see claimTransfer).
+ * transaction that is free (or already this chain's) is claimed. When every one is held by
+ * another chain of the policy, a holder that another, free Transfer of the same transaction pays
+ * as well moves there (its recorded MATCH names no Transfer), so that every intent the
+ * transaction pays is settled whichever chain was reconciled first. Otherwise the answer is
+ * MISMATCH (final), naming the holder, which the same agent key can read anyway. Chains of other
+ * policies hold their own claims and change nothing here (see claimTransfer).
  */
 async function claimOrMismatch(store: EvidenceStore, tx: Tx, chain: ChainRow, o: SettlementObservation, now: Date): Promise<SettlementObservation> {
   if (o.result !== 'MATCH') return o;
-  let heldBy: string | undefined;
+  const held: Array<{ logIndex: number; holder: string }> = [];
   for (const t of payingTransfers(o)) {
     const holder = await store.claimTransfer(tx, chain, o.txHash, t.logIndex, now);
     if (holder === chain.id) return o;
-    heldBy ??= holder;
+    held.push({ logIndex: t.logIndex, holder });
   }
   // A MATCH has a paying Transfer by construction; should one ever have none, nothing is recorded.
-  if (heldBy === undefined) throw new Error(`settlement MATCH of ${o.txHash} without a paying transfer`);
-  return { ...o, result: 'MISMATCH', reason: `this payment is already reconciled as the settlement of evidence chain ${heldBy}; one payment settles one intent` };
+  if (held.length === 0) throw new Error(`settlement MATCH of ${o.txHash} without a paying transfer`);
+  for (const { logIndex, holder } of held) {
+    const other = await store.chainById(tx, holder);
+    if (!other) continue;
+    const elsewhere = payingTransfers({ transfers: o.transfers, expected: expectedOf(JSON.parse(other.intent) as Intent) });
+    for (const t of elsewhere) {
+      if (t.logIndex === logIndex || (await store.claimTransfer(tx, other, o.txHash, t.logIndex, now)) !== other.id) continue;
+      if (await store.passClaim(tx, chain.policy_id, o.txHash, logIndex, other.id, chain.id)) return o;
+      await store.releaseClaim(tx, chain.policy_id, o.txHash, t.logIndex, other.id);
+    }
+  }
+  return { ...o, result: 'MISMATCH', reason: `this payment is already reconciled as the settlement of evidence chain ${held[0]!.holder}; one payment settles one intent` };
 }
 
 function sameOrConflict(recorded: ChainEvent, inputDigest: string): ChainEvent {

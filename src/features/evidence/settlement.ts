@@ -61,11 +61,7 @@ export function reconcileSettlement(
   minConfirmations: number,
   now: Date,
 ): SettlementObservation {
-  const expected = {
-    recipient: intent.recipient.toLowerCase(),
-    amount: intent.amount,
-    ...(intent.expectedFrom ? { expectedFrom: intent.expectedFrom.toLowerCase() } : {}),
-  };
+  const expected = expectedOf(intent);
   const base = { txHash: txHash.toLowerCase(), requiredConfirmations: minConfirmations, expected, checkedAt: now.toISOString() };
   if (!evidence) {
     return { ...base, result: 'UNKNOWN', reason: UNREADABLE_REASON, mismatches: [], confirmations: 0, blockNumber: null, transfers: [] };
@@ -83,6 +79,15 @@ export function reconcileSettlement(
     confirmations: evidence.evidence.confirmations,
     blockNumber: evidence.blockNumber === null ? null : Number(evidence.blockNumber),
     transfers: evidence.evidence.transfers.map(publicTransfer),
+  };
+}
+
+/** What a Transfer must be to pay `intent`: its recipient, exactly its amount, and its expectedFrom when it names one. */
+export function expectedOf(intent: Intent): SettlementObservation['expected'] {
+  return {
+    recipient: intent.recipient.toLowerCase(),
+    amount: intent.amount,
+    ...(intent.expectedFrom ? { expectedFrom: intent.expectedFrom.toLowerCase() } : {}),
   };
 }
 

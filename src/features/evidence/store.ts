@@ -160,6 +160,33 @@ export class EvidenceStore {
     return holder.chain_id;
   }
 
+  /**
+   * Hands the claim of a Transfer from one chain of its policy to another; false (and nothing
+   * changed) when `from` no longer holds it.
+   */
+  async passClaim(tx: Tx, policyId: string, txHash: string, logIndex: number, from: string, to: string): Promise<boolean> {
+    const res = await tx
+      .updateTable('evidence_settlement_claims')
+      .set({ chain_id: to })
+      .where('policy_id', '=', policyId)
+      .where('tx_hash', '=', txHash)
+      .where('log_index', '=', logIndex)
+      .where('chain_id', '=', from)
+      .executeTakeFirst();
+    return Number(res.numUpdatedRows) === 1;
+  }
+
+  /** Gives up the claim `chainId` holds on a Transfer (one it took for nothing). */
+  async releaseClaim(tx: Tx, policyId: string, txHash: string, logIndex: number, chainId: string): Promise<void> {
+    await tx
+      .deleteFrom('evidence_settlement_claims')
+      .where('policy_id', '=', policyId)
+      .where('tx_hash', '=', txHash)
+      .where('log_index', '=', logIndex)
+      .where('chain_id', '=', chainId)
+      .execute();
+  }
+
   /** Deletes the chains (and their events) of policies whose access ended; returns how many chains. */
   async purgeExpired(now: Date): Promise<number> {
     const iso = now.toISOString();
