@@ -57,13 +57,6 @@ type Header = { description?: string; required?: boolean; schema: object };
 type Response = { description: string; headers?: Record<string, Header>; content?: Record<string, { schema?: object }> };
 type Document = { paths?: Record<string, Record<string, { responses?: Record<string, Response> } | unknown>> };
 
-/** What routes answer without a response schema of their own: a document, and plain text. */
-const UNSCHEMAED_CONTENT: Record<string, Response['content']> = {
-  '/openapi.json': { 'application/json': { schema: { type: 'object', description: 'This OpenAPI 3.1.0 document' } } },
-  '/terms': { 'text/plain': { schema: { type: 'string' } } },
-  '/privacy': { 'text/plain': { schema: { type: 'string' } } },
-};
-
 /**
  * What holds for every response, which @fastify/swagger cannot take from a route's schema: each
  * carries x-request-id (installErrorHandling); every error is a problem body sent as
@@ -71,7 +64,7 @@ const UNSCHEMAED_CONTENT: Record<string, Response['content']> = {
  * 402 or 412 always carries PAYMENT-REQUIRED.
  */
 function withWhatEveryResponseSays(doc: Document): Document {
-  for (const [path, operations] of Object.entries(doc.paths ?? {})) {
+  for (const operations of Object.values(doc.paths ?? {})) {
     for (const operation of Object.values(operations)) {
       const responses = (operation as { responses?: Record<string, Response> } | undefined)?.responses;
       for (const [status, response] of Object.entries(responses ?? {})) {
@@ -80,7 +73,6 @@ function withWhatEveryResponseSays(doc: Document): Document {
         if (Number(status) >= 400 && json) response.content = { 'application/problem+json': json };
         const challenge = response.headers['PAYMENT-REQUIRED'];
         if (challenge && (status === '402' || status === '412')) challenge.required = true;
-        if (status === '200' && !response.content && UNSCHEMAED_CONTENT[path]) response.content = UNSCHEMAED_CONTENT[path];
       }
     }
   }

@@ -164,8 +164,11 @@ describe('GET /openapi.json', () => {
       ['get', '/terms', await inject('GET', '/terms')],
       ['get', '/privacy', await inject('GET', '/privacy')],
       ['get', '/api/services', await inject('GET', '/api/services')],
+      ['get', '/openapi.json', await inject('GET', '/openapi.json')],
     ];
-    expect(answers.map(([, , r]) => r.statusCode)).toEqual([200, 401, 412, 400, 415, 200, 200, 200]);
+    expect(answers.map(([, , r]) => r.statusCode)).toEqual([200, 401, 412, 400, 415, 200, 200, 200, 200]);
+    // Served whole: the response schema of the document keeps every member.
+    expect(json(answers.at(-1)![2])).toEqual(doc);
     for (const [method, path, res] of answers) expectDocumented(method, path, res);
   });
 

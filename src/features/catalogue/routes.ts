@@ -98,7 +98,11 @@ export const catalogueRoutes: FastifyPluginAsyncTypebox<AppDeps> = async (app, d
   });
 
   app.get('/api/services', { schema: { tags: ['catalogue'], summary: 'Public catalogue of free tools and paid services', response: { 200: Catalogue } } }, async () => catalogue as never);
-  app.get('/openapi.json', { schema: { tags: ['catalogue'], summary: 'This OpenAPI 3.1.0 document' } }, async () => app.swagger());
-  app.get('/terms', { schema: { tags: ['catalogue'], summary: 'Terms of service (plain text)', produces: ['text/plain'] } }, async (_req, reply) => reply.type('text/plain; charset=utf-8').send(TERMS));
-  app.get('/privacy', { schema: { tags: ['catalogue'], summary: 'Privacy policy (plain text)', produces: ['text/plain'] } }, async (_req, reply) => reply.type('text/plain; charset=utf-8').send(PRIVACY));
+  // Content declared per media type: the generator documents it as given, and Fastify serializes
+  // the document with a schema that keeps every member (the texts are strings, sent as they are).
+  const document = { description: 'This OpenAPI 3.1.0 document', content: { 'application/json': { schema: Type.Object({}, { additionalProperties: true }) } } };
+  const text = { description: 'Plain text', content: { 'text/plain': { schema: Type.String() } } };
+  app.get('/openapi.json', { schema: { tags: ['catalogue'], summary: 'This OpenAPI 3.1.0 document', response: { 200: document } } }, async () => app.swagger());
+  app.get('/terms', { schema: { tags: ['catalogue'], summary: 'Terms of service (plain text)', response: { 200: text } } }, async (_req, reply) => reply.type('text/plain; charset=utf-8').send(TERMS));
+  app.get('/privacy', { schema: { tags: ['catalogue'], summary: 'Privacy policy (plain text)', response: { 200: text } } }, async (_req, reply) => reply.type('text/plain; charset=utf-8').send(PRIVACY));
 };
