@@ -21,9 +21,11 @@ const MULTICALL3: Address = '0xcA11bde05977b3631167028862bE2a173976CA11';
 const multicall3Abi = parseAbi(['function aggregate3((address target, bool allowFailure, bytes callData)[] calls) payable returns ((bool success, bytes returnData)[] returnData)']);
 const erc20Abi = parseAbi(['function approve(address spender, uint256 value) returns (bool)', 'function transferFrom(address from, address to, uint256 value) returns (bool)']);
 
+/** A wallet client of devnet account `i`. */
+const walletOf = (i: number) => createWalletClient({ account: privateKeyToAccount(devnet.accounts[i]!.privateKey), chain: baseDevnetChain(devnet.rpcUrl), transport: http(devnet.rpcUrl) });
+
 async function transfer(from: number, to: number, micro: bigint, gas?: bigint): Promise<Hash> {
-  const wallet = createWalletClient({ account: privateKeyToAccount(devnet.accounts[from]!.privateKey), chain: baseDevnetChain(devnet.rpcUrl), transport: http(devnet.rpcUrl) });
-  const hash = await wallet.writeContract({ address: USDC_ADDRESS, abi: fiatTokenAbi, functionName: 'transfer', args: [addr(to), micro], ...(gas ? { gas } : {}) });
+  const hash = await walletOf(from).writeContract({ address: USDC_ADDRESS, abi: fiatTokenAbi, functionName: 'transfer', args: [addr(to), micro], ...(gas ? { gas } : {}) });
   await chain.waitForTransactionReceipt({ hash });
   return hash;
 }
@@ -93,7 +95,7 @@ describe('settlement reconciliation', () => {
   it('two transfers in one transaction can settle two intents, one each', async () => {
     // Multicall3 batches two USDC transferFrom calls of one payer into one transaction.
     const payer = devnet.accounts[3]!;
-    const wallet = createWalletClient({ account: privateKeyToAccount(payer.privateKey), chain: baseDevnetChain(devnet.rpcUrl), transport: http(devnet.rpcUrl) });
+    const wallet = walletOf(3);
     const a = await chainFor('0.75');
     const b = await chainFor('0.75');
     const approve = await wallet.writeContract({ address: USDC_ADDRESS, abi: erc20Abi, functionName: 'approve', args: [MULTICALL3, 1_500_000n] });
@@ -109,11 +111,10 @@ describe('settlement reconciliation', () => {
 
   it('two payers in one transaction settle an intent naming one payer and one naming none, in either order', async () => {
     // Each transaction: 2.5 USDC to account 2 from account 1, then 2.5 from account 3.
-    const wallet = (i: number) => createWalletClient({ account: privateKeyToAccount(devnet.accounts[i]!.privateKey), chain: baseDevnetChain(devnet.rpcUrl), transport: http(devnet.rpcUrl) });
-    for (const i of [1, 3]) await chain.waitForTransactionReceipt({ hash: await wallet(i).writeContract({ address: USDC_ADDRESS, abi: erc20Abi, functionName: 'approve', args: [MULTICALL3, 5_000_000n] }) });
+    for (const i of [1, 3]) await chain.waitForTransactionReceipt({ hash: await walletOf(i).writeContract({ address: USDC_ADDRESS, abi: erc20Abi, functionName: 'approve', args: [MULTICALL3, 5_000_000n] }) });
     const call = (from: number) => ({ target: USDC_ADDRESS, allowFailure: false, callData: encodeFunctionData({ abi: erc20Abi, functionName: 'transferFrom', args: [addr(from), addr(2), 2_500_000n] }) });
     for (const anyFirst of [true, false]) {
-      const hash = await wallet(1).writeContract({ address: MULTICALL3, abi: multicall3Abi, functionName: 'aggregate3', args: [[call(1), call(3)]] });
+      const hash = await walletOf(1).writeContract({ address: MULTICALL3, abi: multicall3Abi, functionName: 'aggregate3', args: [[call(1), call(3)]] });
       await chain.waitForTransactionReceipt({ hash });
       const any = await chainFor('2.5');
       const fromOne = await chainFor('2.5', 1);
