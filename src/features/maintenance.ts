@@ -12,7 +12,10 @@ export interface PurgeResult {
   evidenceChains?: number;
 }
 
-/** Deletes everything past its retention period. Run periodically by the service and by `paywarden purge`. */
+/**
+ * Deletes everything past its retention period; policies and orders keep a tombstone that answers
+ * 410. Run periodically by the service and by `paywarden purge`.
+ */
 export async function purgeExpired(database: Database, now: Date): Promise<PurgeResult> {
   const leads = await new LeadStore(database).purgeExpired(now);
   // Evidence chains first: they belong to the policies purged next.

@@ -3,6 +3,7 @@
 // challenge never charges.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { randomBytes } from 'node:crypto';
+import { purgeExpired } from '../../src/features/maintenance.js';
 import { PAID_REPORTS } from '../../src/platform/prices.js';
 import { expectInvalid, expectProblem } from '../helpers/problems.js';
 import { asInjected, recordingPayingFetch, startPaidStack, type PaidStack } from '../helpers/paid.js';
@@ -220,6 +221,19 @@ describe('restoring through a recovery order', () => {
       }
       // A wrong key is still a 404, expired or not.
       expectProblem(await asInjected(await postJson('/api/orders/recover', { id: paidOrder.id, key: 'ork_wrong' })), 404, 'not_found');
+
+      // The purge removes what the orders held, and they keep answering 410, not a 404 that
+      // would tell the caller its key is wrong.
+      expect((await purgeExpired(s.t.database, s.t.clock.now())).orders).toBeGreaterThanOrEqual(2);
+      const rows = await s.t.database.db.selectFrom('orders').selectAll().where('id', 'in', [paidOrder.id, unpaidOrder.id]).execute();
+      expect(rows.map((r) => [r.input, r.input_digest, r.report_id])).toEqual([['', '', null], ['', '', null]]);
+      for (const order of [paidOrder, unpaidOrder]) {
+        expectProblem(await asInjected(await postJson('/api/orders/recover', { id: order.id, key: order.key })), 410, 'recovery_expired');
+        const res = await pay(`${s.url}/api/quick-check`, { headers: { 'Report-Id': order.id, 'Recovery-Key': order.key } });
+        expectProblem(await asInjected(res), 410, 'recovery_expired');
+      }
+      expectProblem(await asInjected(await postJson('/api/orders/recover', { id: paidOrder.id, key: 'ork_wrong' })), 404, 'not_found');
+      expect((await purgeExpired(s.t.database, s.t.clock.now())).orders).toBe(0);
     } finally {
       s.t.clock.set(start);
     }

@@ -57,8 +57,19 @@ export class OrderStore {
     return Number(res.numUpdatedRows) === 1;
   }
 
+  /**
+   * Removes what expired orders hold (the report input, its digest and the link to the paid
+   * report). The row stays as a tombstone, as a purged policy's does: its id and key still answer
+   * 410 "recovery period expired" rather than a 404 that would tell the caller its key is wrong.
+   * Returns how many orders were purged now.
+   */
   async purgeExpired(now: Date): Promise<number> {
-    const res = await this.database.db.deleteFrom('orders').where('expires_at', '<=', now.toISOString()).executeTakeFirst();
-    return Number(res.numDeletedRows);
+    const res = await this.database.db
+      .updateTable('orders')
+      .set({ input: '', input_digest: '', report_id: null })
+      .where('expires_at', '<=', now.toISOString())
+      .where('input_digest', '!=', '')
+      .executeTakeFirst();
+    return Number(res.numUpdatedRows);
   }
 }
