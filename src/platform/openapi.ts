@@ -55,18 +55,30 @@ export function openApiOptions(config: Config): SwaggerOptions {
 
 type Header = { description?: string; required?: boolean; schema: object };
 type Response = { description: string; headers?: Record<string, Header>; content?: Record<string, { schema?: object }> };
-type Document = { paths?: Record<string, Record<string, { responses?: Record<string, Response> } | unknown>> };
+type Operation = { responses?: Record<string, Response>; requestBody?: { required?: boolean }; [OPTIONAL_BODY]?: boolean };
+type Document = { paths?: Record<string, Record<string, Operation | unknown>> };
 
 /**
- * What holds for every response, which @fastify/swagger cannot take from a route's schema: each
+ * Marks a route whose body may be left out (its preValidation supplies one): put
+ * `[OPTIONAL_BODY]: true` in the route schema. @fastify/swagger marks every body required.
+ */
+export const OPTIONAL_BODY = 'x-optional-body';
+
+/**
+ * Route marks (an optional body), and what holds for every response, which @fastify/swagger
+ * cannot take from a route's schema: each
  * carries x-request-id (installErrorHandling); every error is a problem body sent as
  * application/problem+json (sendProblem), where the generator writes application/json; and a
  * 402 or 412 always carries PAYMENT-REQUIRED.
  */
 function withWhatEveryResponseSays(doc: Document): Document {
   for (const operations of Object.values(doc.paths ?? {})) {
-    for (const operation of Object.values(operations)) {
-      const responses = (operation as { responses?: Record<string, Response> } | undefined)?.responses;
+    for (const operation of Object.values(operations) as (Operation | undefined)[]) {
+      if (operation?.[OPTIONAL_BODY]) {
+        delete operation[OPTIONAL_BODY];
+        if (operation.requestBody) operation.requestBody.required = false;
+      }
+      const responses = operation?.responses;
       for (const [status, response] of Object.entries(responses ?? {})) {
         response.headers = { 'x-request-id': REQUEST_ID_HEADER, ...response.headers };
         const json = response.content?.['application/json'];

@@ -1,6 +1,7 @@
 import { Validator } from '@seriousme/openapi-schema-validator';
 import type { InjectOptions } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { OPTIONAL_BODY } from '../../src/platform/openapi.js';
 import { createTestApp, json, type TestApp } from '../helpers/app.js';
 import { bearer, createPolicy } from '../helpers/policies.js';
 
@@ -106,6 +107,15 @@ describe('GET /openapi.json', () => {
       }
     }
     expect(extra).toEqual([]);
+  });
+
+  it('marks the approval body optional, as a bare POST approves, and every other body required', () => {
+    const bodies = Object.entries(doc.paths as Record<string, Record<string, any>>).flatMap(([path, ops]) =>
+      Object.entries(ops).flatMap(([method, op]) => (op?.requestBody ? [[`${method} ${path}`, op.requestBody.required, OPTIONAL_BODY in op]] : [])),
+    );
+    expect(bodies).toContainEqual(['post /api/spendpolicy/decisions/{decisionId}/approve', false, false]);
+    expect(bodies.filter(([, required]) => required !== true).map(([op]) => op)).toEqual(['post /api/spendpolicy/decisions/{decisionId}/approve']);
+    expect(bodies.filter(([, , marked]) => marked)).toEqual([]);
   });
 
   it('documents the evaluation request from the route schema, not by hand', () => {

@@ -2,6 +2,7 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';
 import type { AppDeps } from '../../app.js';
 import { problems } from '../../platform/schemas.js';
+import { OPTIONAL_BODY } from '../../platform/openapi.js';
 import type { DecisionService } from './decisions.js';
 import { checkKey } from './policies.js';
 import { ApproveRequest, DecisionId, DecisionRequest, DecisionWithReceipt } from './protected-schemas.js';
@@ -63,6 +64,7 @@ export const decisionRoutes: FastifyPluginAsyncTypebox<AppDeps & { decisions: De
         security: [{ adminKey: [] }],
         params: Params,
         body: ApproveRequest,
+        [OPTIONAL_BODY]: true,
         response: { 200: DecisionWithReceipt, ...problems(400, 401, 404, 409, 410, 413, 415) },
       },
     },
