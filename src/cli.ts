@@ -1,3 +1,5 @@
+import { existsSync } from 'node:fs';
+import { resolve } from 'node:path';
 import { parseConfig } from './config.js';
 import { evidenceVerifyCommand } from './features/evidence/verify-command.js';
 import { purgeExpired } from './features/maintenance.js';
@@ -6,7 +8,8 @@ import { openDatabase, type Database } from './platform/db/database.js';
 
 const USAGE = `usage: paywarden <command>
 
-Operator commands; they act on the database named by DATABASE_URL (default sqlite:./data/paywarden.sqlite).
+Operator commands; they act on the database named by DATABASE_URL (default sqlite:./data/paywarden.sqlite,
+relative to the current directory), which must exist: they never create one.
 
   policy show <policyId>                     print a policy (never its key hashes)
   policy direct-checks <policyId> on|off     turn direct evidence checks (preflight, settlement) on or off
@@ -31,7 +34,7 @@ export async function run(argv: string[], out: Out = { log: console.log, error: 
   }
   if (cmd === 'evidence' && sub === 'verify') return evidenceVerifyCommand(rest, out);
   let database: Database | undefined;
-  const db = async () => (database ??= await openDatabase(parseConfig(env).databaseUrl));
+  const db = async () => (database ??= await openDatabase(existingDatabase(parseConfig(env).databaseUrl)));
   try {
     if (cmd === 'policy' && sub === 'show' && rest.length === 1) {
       const row = await new PolicyStore(await db()).get(rest[0]!);
@@ -57,6 +60,19 @@ export async function run(argv: string[], out: Out = { log: console.log, error: 
   } finally {
     await database?.close();
   }
+}
+
+/**
+ * The service's database, never a new one: opening an SQLite URL creates its file, so run from
+ * another directory the default relative path would give an empty database, in which every
+ * policy reads as unknown and a purge finds nothing.
+ */
+function existingDatabase(url: string): string {
+  const file = url.startsWith('sqlite:') ? url.slice('sqlite:'.length) : undefined;
+  if (file !== undefined && file !== ':memory:' && !existsSync(file)) {
+    throw new Error(`no database at ${resolve(file)} (DATABASE_URL=${url}); set DATABASE_URL to the service's database, or run from the directory the service runs in`);
+  }
+  return url;
 }
 
 function fail(out: Out, message: string): number {

@@ -1,4 +1,7 @@
 import { execFile } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { run } from '../../src/cli.js';
@@ -49,6 +52,16 @@ describe.skipIf(testDialect !== 'sqlite')('operator CLI', () => {
     const shown = JSON.parse(lines.join('\n'));
     expect(shown.policyId).toBe(policy.policyId);
     expect(JSON.stringify(shown)).not.toMatch(/hash|sgp_admin_|sgp_agent_/);
+  });
+
+  it('never creates a database: a DATABASE_URL naming no file is an error, and no file appears', async () => {
+    const missing = join(tmpdir(), `paywarden-cli-${process.pid}-missing`, 'paywarden.sqlite');
+    for (const argv of [['policy', 'show', policy.policyId], ['policy', 'direct-checks', policy.policyId, 'on'], ['purge']]) {
+      errors.length = 0;
+      expect(await run(argv, out, { DATABASE_URL: `sqlite:${missing}` })).toBe(1);
+      expect(errors.join()).toContain(`no database at ${missing}`);
+    }
+    expect(existsSync(dirname(missing))).toBe(false);
   });
 
   it('answers unknown policies and bad usage with a non-zero exit and a message', async () => {
