@@ -9,8 +9,13 @@ import { Value } from 'typebox/value';
  */
 const bool = (def: 'on' | 'off', description: string) =>
   Type.String({ default: def, pattern: '^(on|off|true|false|1|0)$', description });
-const int = (def: number, description: string) =>
-  Type.String({ default: String(def), pattern: '^[0-9]{1,9}$', description });
+/**
+ * A count, limit, duration or timeout: a whole number of at least 1. Zero would not switch
+ * anything off: it would expire every approval and order at once, time out every upstream call,
+ * or count a transfer without confirmations (RATE_LIMITS and EVIDENCE_CHAINS switch things off).
+ */
+const INT_PATTERN = '^[1-9][0-9]{0,8}$';
+const int = (def: number, description: string) => Type.String({ default: String(def), pattern: INT_PATTERN, description });
 const optional = (description: string, pattern?: string) =>
   Type.Optional(Type.String(pattern ? { description, pattern } : { description }));
 
@@ -141,9 +146,11 @@ export function parseConfig(source: Record<string, string | undefined> = process
     if (v !== undefined && v !== '') raw[key] = v;
   }
   const env = Value.Default(EnvSchema, raw) as Env;
-  const problems = [...Value.Errors(EnvSchema, env)].map(
-    (e) => `${e.instancePath.replace(/^\//, '')}: ${e.message}`,
-  );
+  const problems = [...Value.Errors(EnvSchema, env)].map((e) => {
+    const name = e.instancePath.replace(/^\//, '');
+    const intOnly = (EnvSchema.properties as Record<string, { pattern?: string }>)[name]?.pattern === INT_PATTERN;
+    return `${name}: ${intOnly ? `must be a whole number from 1 to 999999999, got ${JSON.stringify(raw[name])}` : e.message}`;
+  });
   const port = Number(env.PORT);
   if (!problems.length && (port < 1 || port > 65535)) problems.push('PORT: must be between 1 and 65535');
   const trustProxy = env.TRUST_PROXY.split(',').map((s) => s.trim()).filter(Boolean);

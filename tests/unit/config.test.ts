@@ -127,6 +127,14 @@ describe('parseConfig', () => {
     ['LEAD_LIMIT', '-5'],
     ['POLICY_CREATE_LIMIT', '1e3'],
     ['APPROVAL_TTL_SECONDS', '1.5'],
+    ['APPROVAL_TTL_SECONDS', '0'],
+    ['RECOVERY_TTL_SECONDS', '0'],
+    ['FACILITATOR_TIMEOUT_MS', '0'],
+    ['RPC_TIMEOUT_MS', '0'],
+    ['MARKET_TIMEOUT_MS', '0'],
+    ['MIN_CONFIRMATIONS', '0'],
+    ['LEAD_LIMIT', '0'],
+    ['EVIDENCE_LIMIT', '007'],
     ['TRUST_PROXY', 'true'],
     ['TRUST_PROXY', 'proxy.internal'],
     ['TRUST_PROXY', '10.0.0.1,nonsense'],
@@ -137,6 +145,12 @@ describe('parseConfig', () => {
   ])('a bad %s (%j) throws a ConfigError naming the variable', (name, value) => {
     const err = configError({ [name]: value });
     expect(err.message).toContain(name);
+  });
+
+  it('says what a whole-number variable takes', () => {
+    expect(configError({ APPROVAL_TTL_SECONDS: '0' }).message).toBe(
+      'invalid configuration: APPROVAL_TTL_SECONDS: must be a whole number from 1 to 999999999, got "0"',
+    );
   });
 
   it('names every bad variable at once', () => {
