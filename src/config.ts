@@ -41,6 +41,7 @@ export const EnvSchema = Type.Object({
   RATE_LIMITS: bool('on', 'off turns every per-source rate limit off (benchmarks only)'),
   POLICY_CREATE_LIMIT: int(20, 'Protected policies one source may create per day'),
   LEAD_LIMIT: int(10, 'Pilot leads one source may submit per hour'),
+  ORDER_LIMIT: int(600, 'Recovery orders one source may create per hour'),
   APPROVAL_TTL_SECONDS: int(3600, 'How long a HUMAN_APPROVAL request can be approved'),
   BASE_RPC_URLS: Type.String({
     default: 'https://mainnet.base.org',
@@ -93,6 +94,7 @@ export interface Config {
   rateLimits: boolean;
   policyCreateLimit: number;
   leadLimit: number;
+  orderLimit: number;
   approvalTtlSeconds: number;
   receiptSigningKey: string | undefined;
   rpcUrls: string[];
@@ -172,6 +174,7 @@ export function parseConfig(source: Record<string, string | undefined> = process
     rateLimits: truthy(env.RATE_LIMITS),
     policyCreateLimit: Number(env.POLICY_CREATE_LIMIT),
     leadLimit: Number(env.LEAD_LIMIT),
+    orderLimit: Number(env.ORDER_LIMIT),
     approvalTtlSeconds: Number(env.APPROVAL_TTL_SECONDS),
     receiptSigningKey: env.RECEIPT_SIGNING_KEY,
     rpcUrls: env.BASE_RPC_URLS.split(',').map((s) => s.trim()),

@@ -25,6 +25,8 @@ export function rateLimitTable(config: Config) {
     tokenCoverage: { points: 60, durationSeconds: 3600, title: 'Per-source free coverage limit reached' },
     pilotLeads: { points: config.leadLimit, durationSeconds: 3600, title: 'Rate limit reached' },
     policyCreate: { points: config.policyCreateLimit, durationSeconds: 86400, title: 'Free pilot creation limit reached' },
+    // Anyone may create an order, and each stores a report input of up to 64 KiB.
+    orderCreate: { points: config.orderLimit, durationSeconds: 3600, title: 'Recovery order limit reached' },
     // Counted per policy (the source is `policy:<policyId>`), not per address.
     evidence: { points: config.evidenceLimit, durationSeconds: 3600, title: 'Evidence request limit reached' },
   } satisfies Record<string, Limit>;

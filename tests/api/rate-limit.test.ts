@@ -66,7 +66,7 @@ function expectRateLimited(res: { statusCode: number; headers: Record<string, un
 describe('per-source rate limits (in-process)', () => {
   let t: TestApp;
   beforeAll(async () => {
-    t = await createTestApp({ config: { rateLimits: true, leadLimit: 3 } });
+    t = await createTestApp({ config: { rateLimits: true, leadLimit: 3, orderLimit: 3 } });
   });
   afterAll(async () => {
     await t.close();
@@ -115,6 +115,16 @@ describe('per-source rate limits (in-process)', () => {
     const problem = expectRateLimited(await send());
     expect(problem.title).toBe('Rate limit reached');
     expect((await t.app.inject({ method: 'POST', url: '/api/pilot-leads', payload: leadBody, remoteAddress: '198.51.100.10' })).statusCode).toBe(201);
+  });
+
+  it('recovery orders answer 429 after config.orderLimit creations from one source', async () => {
+    const order = (remoteAddress: string) =>
+      t.app.inject({ method: 'POST', url: '/api/orders', payload: { path: '/api/quick-check', input: {} }, remoteAddress });
+    const from = '198.51.100.20';
+    for (let i = 0; i < t.config.orderLimit; i++) expect((await order(from)).statusCode).toBe(201);
+    const problem = expectRateLimited(await order(from));
+    expect(problem.title).toBe('Recovery order limit reached');
+    expect((await order('198.51.100.21')).statusCode).toBe(201);
   });
 
   it('the evaluation and lead limits are counted separately', async () => {

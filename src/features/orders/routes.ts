@@ -47,12 +47,13 @@ export const orderRoutes: FastifyPluginAsyncTypebox<AppDeps & { reports: PaidRep
   app.post(
     '/api/orders',
     {
+      onRequest: deps.limiter.hook('orderCreate'),
       schema: {
         tags: ['paid reports'],
         summary: 'Create a recovery order before paying for a report',
         description: 'Store id and key privately, then send them as Report-Id and Recovery-Key with the paid request. Nothing is charged here.',
         body: CreateOrder,
-        response: { 201: CreatedOrder, ...problems(400, 413, 415, 503) },
+        response: { 201: CreatedOrder, ...problems(400, 413, 415, 429, 503) },
       },
     },
     async (request, reply) => {
