@@ -53,23 +53,23 @@ export function openApiOptions(config: Config): SwaggerOptions {
   };
 }
 
-type Header = { description?: string; required?: boolean; schema: object };
-type Response = { description: string; headers?: Record<string, Header>; content?: Record<string, { schema?: object }> };
-type Operation = { responses?: Record<string, Response>; requestBody?: { required?: boolean }; [OPTIONAL_BODY]?: boolean };
-type Document = { paths?: Record<string, Record<string, Operation | unknown>> };
-
 /**
  * Marks a route whose body may be left out (its preValidation supplies one): put
  * `[OPTIONAL_BODY]: true` in the route schema. @fastify/swagger marks every body required.
  */
 export const OPTIONAL_BODY = 'x-optional-body';
 
+type Header = { description?: string; required?: boolean; schema: object };
+type Response = { description: string; headers?: Record<string, Header>; content?: Record<string, { schema?: object }> };
+type Operation = { responses?: Record<string, Response>; requestBody?: { required?: boolean }; [OPTIONAL_BODY]?: boolean };
+type Document = { paths?: Record<string, Record<string, Operation | unknown>> };
+
 /**
- * Route marks (an optional body), and what holds for every response, which @fastify/swagger
- * cannot take from a route's schema: each
- * carries x-request-id (installErrorHandling); every error is a problem body sent as
- * application/problem+json (sendProblem), where the generator writes application/json; and a
- * 402 or 412 always carries PAYMENT-REQUIRED.
+ * What @fastify/swagger cannot take from a route's schema: a body marked optional
+ * (OPTIONAL_BODY), and what holds for every response: each carries x-request-id
+ * (installErrorHandling); every error is a problem body sent as application/problem+json
+ * (sendProblem), where the generator writes application/json; and a 402 or 412 always carries
+ * PAYMENT-REQUIRED.
  */
 function withWhatEveryResponseSays(doc: Document): Document {
   for (const operations of Object.values(doc.paths ?? {})) {
