@@ -248,6 +248,8 @@ function openPostgres(url: string, opts: DatabaseOptions): Database {
     connectionString: url,
     max: opts.poolSize ?? 10,
     connectionTimeoutMillis: 5000,
+    // Names the service's connections in pg_stat_activity (and a test's, by its schema).
+    application_name: opts.pgSchema ? `paywarden:${opts.pgSchema}` : 'paywarden',
     ...(opts.pgSchema ? { options: `-c search_path=${opts.pgSchema}` } : {}),
   });
   // A dropped idle connection must not crash the process; the next query reconnects.
@@ -286,6 +288,11 @@ function withNamedStatements(pool: pg.Pool) {
       const client = await pool.connect();
       const c = client as unknown as { query: PgQuery; [WRAPPED]?: true };
       if (!c[WRAPPED]) {
+        // A connection that drops while it is checked out emits 'error' as well as failing its
+        // query; pg-pool listens only to idle ones, and an 'error' event with no listener would
+        // end the process. The failed query answers the request (503); the pool then discards
+        // the connection and opens another.
+        client.on('error', () => {});
         const query = c.query.bind(client);
         c.query = (text: unknown, ...rest: unknown[]) => {
           const name = typeof text === 'string' ? namedStatements.get(text) : undefined;
