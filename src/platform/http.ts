@@ -3,6 +3,7 @@ import { randomUUID } from 'node:crypto';
 import Ajv, { type Options, type ValidateFunction } from 'ajv';
 import addFormats from 'ajv-formats';
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest, onSendHookHandler } from 'fastify';
+import { isStorageFailure } from './db/failures.js';
 import { AppError, PROBLEM_CONTENT_TYPE, problemBody } from './errors.js';
 import { repeatsMemberName } from './json-members.js';
 
@@ -129,6 +130,9 @@ export function toAppError(err: unknown): AppError {
   }
   if (typeof e?.statusCode === 'number' && e.statusCode >= 400 && e.statusCode < 500) {
     return new AppError('invalid_request', 'the request could not be read');
+  }
+  if (isStorageFailure(err)) {
+    return new AppError('storage_unavailable', 'the database is unavailable; retry later (a decision retried with the same requestId is never made twice)');
   }
   return new AppError('internal_error', 'an unexpected error occurred; quote the requestId when reporting it');
 }

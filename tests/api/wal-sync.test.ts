@@ -87,7 +87,7 @@ describe.skipIf(testDialect !== 'sqlite')('SQLite commits synced off the event l
     expect(Number(rows[0]!.synchronous)).toBe(2);
   });
 
-  it('after a failed fsync answers 500 to that batch and to every later write, and is not ready', async () => {
+  it('after a failed fsync answers 503 to that batch and to every later write, and is not ready', async () => {
     const t = await app();
     const p = await createPolicy(t);
     const first = await decideRaw(t, p, { requestId: rid('ok'), amount: '1' });
@@ -101,13 +101,13 @@ describe.skipIf(testDialect !== 'sqlite')('SQLite commits synced off the event l
       return original.call(this);
     });
     const failed = await decideRaw(t, p, { requestId: rid('eio'), amount: '1' });
-    const body = expectProblem(failed, 500, 'internal_error');
+    const body = expectProblem(failed, 503, 'storage_unavailable');
     expect(JSON.stringify(body)).not.toContain('/secret/path');
 
     // Sticky: the kernel may have dropped the pages, so nothing later is acknowledged either.
     const laterId = rid('later');
     const later = await decideRaw(t, p, { requestId: laterId, amount: '1' });
-    expectProblem(later, 500, 'internal_error');
+    expectProblem(later, 503, 'storage_unavailable');
     // ... and is not even stored: it could never be acknowledged.
     expect(await t.database.db.selectFrom('decisions').select('id').where('request_id', '=', laterId).execute()).toEqual([]);
     expect((await t.app.inject({ method: 'GET', url: '/readyz' })).statusCode).toBe(503);
@@ -115,12 +115,12 @@ describe.skipIf(testDialect !== 'sqlite')('SQLite commits synced off the event l
     expect((await readDecision(t, json(first).decision.decisionId, bearer(p.agentKey))).statusCode).toBe(200);
     // No other write is acknowledged either: no new policy (with keys that would lead nowhere
     // after a crash), no replaced rules, no new agent key. The policy still reads back as it was.
-    expectProblem(await t.app.inject({ method: 'POST', url: '/api/spendpolicy/policies', payload: createBody() }), 500, 'internal_error');
-    expectProblem(await putPolicy(t, p.policyId, { policy: rules(), agentStatus: 'inactive' }, bearer(p.adminKey)), 500, 'internal_error');
-    expectProblem(await rotateAgentKey(t, p.policyId, p.adminKey), 500, 'internal_error');
+    expectProblem(await t.app.inject({ method: 'POST', url: '/api/spendpolicy/policies', payload: createBody() }), 503, 'storage_unavailable');
+    expectProblem(await putPolicy(t, p.policyId, { policy: rules(), agentStatus: 'inactive' }, bearer(p.adminKey)), 503, 'storage_unavailable');
+    expectProblem(await rotateAgentKey(t, p.policyId, p.adminKey), 503, 'storage_unavailable');
     expect(json(await getPolicy(t, p.policyId, bearer(p.adminKey)))).toMatchObject({ revision: 1, agentStatus: 'active' });
     // The old agent key still names the policy (a rotated key would get 404); the decision itself is refused.
-    expectProblem(await decideRaw(t, p, { requestId: rid('old-key'), amount: '1' }), 500, 'internal_error');
+    expectProblem(await decideRaw(t, p, { requestId: rid('old-key'), amount: '1' }), 503, 'storage_unavailable');
   });
 });
 

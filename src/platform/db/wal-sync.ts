@@ -1,6 +1,7 @@
 import { close, fdatasync, open } from 'node:fs';
 import { promisify } from 'node:util';
 import type SQLite from 'better-sqlite3';
+import { StorageFailure } from './failures.js';
 
 const openFile = promisify(open);
 const datasync = promisify(fdatasync);
@@ -93,7 +94,7 @@ export class WalSync {
       this.fd ??= await openFile(this.walPath, 'r+');
       await this.sync(this.fd);
     } catch (err) {
-      this.failure ??= new Error(`fsync of the SQLite WAL failed; no further write can be acknowledged: ${(err as Error).message}`);
+      this.failure ??= new StorageFailure(`fsync of the SQLite WAL failed; no further write can be acknowledged: ${(err as Error).message}`);
       throw this.failure;
     }
   }
