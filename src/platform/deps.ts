@@ -13,12 +13,28 @@ export interface Infrastructure {
   close(): Promise<void>;
 }
 
+/**
+ * How long a rate-limit command may wait for Redis before the in-process insurance limiter
+ * answers instead. Redis answers in well under a millisecond; one that accepts commands but
+ * never answers (stopped, swapping) would otherwise hold every rate-limited request forever.
+ */
+export const REDIS_COMMAND_TIMEOUT_MS = 500;
+
+/**
+ * The Redis client of the rate limits. A Redis outage fails fast into the in-process insurance
+ * limiter: enableOfflineQueue:false refuses commands while disconnected, and commandTimeout
+ * gives up on a Redis that is connected but does not answer.
+ */
+export function connectRedis(url: string, opts: { lazyConnect?: boolean } = {}): Redis {
+  const redis = new Redis(url, { enableOfflineQueue: false, maxRetriesPerRequest: 1, commandTimeout: REDIS_COMMAND_TIMEOUT_MS, ...opts });
+  redis.on('error', () => {});
+  return redis;
+}
+
 /** Opens everything the service talks to, from configuration. */
 export async function openInfrastructure(config: Config, clock: Clock = systemClock): Promise<Infrastructure> {
   const database = await openDatabase(config.databaseUrl);
-  // enableOfflineQueue:false makes a Redis outage fail fast into the in-process insurance limiter.
-  const redis = config.redisUrl ? new Redis(config.redisUrl, { enableOfflineQueue: false, maxRetriesPerRequest: 1 }) : undefined;
-  redis?.on('error', () => {});
+  const redis = config.redisUrl ? connectRedis(config.redisUrl) : undefined;
   const limiter = createRateLimiter(config, redis ? { redis } : {});
   return {
     config,

@@ -1,9 +1,11 @@
 import { randomBytes } from 'node:crypto';
+import { connect, createServer, type AddressInfo } from 'node:net';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ADDR, createTestApp, json, type TestApp } from '../helpers/app.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.js';
 import { expectProblem } from '../helpers/problems.js';
+import { connectRedis, REDIS_COMMAND_TIMEOUT_MS } from '../../src/platform/deps.js';
 import { sourceOf } from '../../src/platform/rate-limit.js';
 
 const EVALUATE_LIMIT = 120;
@@ -276,4 +278,67 @@ describe.skipIf(!process.env.REDIS_URL)('rate limits shared through Redis', () =
     expectRateLimited(await send(b));
     expect(json(await send(b)).code).toBe('rate_limited');
   });
+});
+
+/**
+ * A TCP relay to Redis that can stop passing the client's bytes on, as a Redis that is stopped
+ * or swapping does: the connection stays open and nothing is answered. Held bytes go through,
+ * in order, once it resumes, as a stopped Redis would read them when it continues.
+ */
+async function stallingRelay(target: string) {
+  const { hostname, port } = new URL(target);
+  let stalled = false;
+  const held: Array<() => void> = [];
+  const server = createServer((client) => {
+    const upstream = connect(Number(port || 6379), hostname);
+    client.on('data', (bytes) => (stalled ? held.push(() => upstream.write(bytes)) : upstream.write(bytes)));
+    upstream.on('data', (bytes) => client.write(bytes));
+    for (const [a, b] of [[client, upstream], [upstream, client]] as const) {
+      a.on('error', () => {});
+      a.on('close', () => b.destroy());
+    }
+  });
+  await new Promise<void>((done) => server.listen(0, '127.0.0.1', done));
+  return {
+    url: `redis://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    stall: () => (stalled = true),
+    resume: () => {
+      stalled = false;
+      for (const send of held.splice(0)) send();
+    },
+    close: () => new Promise<void>((done) => server.close(() => done())),
+  };
+}
+
+describe.skipIf(!process.env.REDIS_URL)('a Redis that stops answering', () => {
+  let relay: Awaited<ReturnType<typeof stallingRelay>>;
+  let redis: Redis;
+  let t: TestApp;
+  beforeAll(async () => {
+    relay = await stallingRelay(process.env.REDIS_URL!);
+    redis = connectRedis(relay.url, { lazyConnect: true });
+    await redis.connect();
+    t = await createTestApp({ config: { rateLimits: true }, redis: { client: redis, keyPrefix: `pw-test:${randomBytes(8).toString('hex')}` } });
+  });
+  afterAll(async () => {
+    relay?.resume();
+    await t?.close();
+    redis?.disconnect();
+    await relay?.close();
+  });
+
+  it('holds no request: the in-process limiter answers after REDIS_COMMAND_TIMEOUT_MS, and keeps counting', async () => {
+    const me = { remoteAddress: '198.51.100.70' };
+    expect((await evaluate(t, me)).statusCode).toBe(200);
+    relay.stall();
+    const concurrently = async (n: number) => (await Promise.all(Array.from({ length: n }, () => evaluate(t, me)))).map((r) => r.statusCode);
+    const started = Date.now();
+    expect(await concurrently(5)).toEqual([200, 200, 200, 200, 200]);
+    expect(Date.now() - started).toBeLessThan(REDIS_COMMAND_TIMEOUT_MS + 2000);
+    // Limits stay in force meanwhile: the insurance limiter counts this source on its own.
+    expect((await concurrently(EVALUATE_LIMIT - 5)).every((c) => c === 200)).toBe(true);
+    expectRateLimited(await evaluate(t, me));
+    relay.resume();
+    expect((await evaluate(t, { remoteAddress: '198.51.100.71' })).statusCode).toBe(200);
+  }, 30_000);
 });
