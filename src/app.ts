@@ -5,7 +5,7 @@ import type { Config } from './config.js';
 import type { Clock } from './platform/clock.js';
 import type { Database } from './platform/db/database.js';
 import { installCors } from './platform/cors.js';
-import { BODY_LIMIT, frameworkError, genReqId, installErrorHandling, installValidators } from './platform/http.js';
+import { BODY_LIMIT, frameworkError, genReqId, HTTP_OPTIONS, installErrorHandling, installValidators } from './platform/http.js';
 import { openApiOptions } from './platform/openapi.js';
 import type { RateLimiter } from './platform/rate-limit.js';
 import { catalogueRoutes } from './features/catalogue/routes.js';
@@ -58,6 +58,7 @@ export async function buildApp(deps: AppDeps): Promise<App> {
     trustProxy: deps.config.trustProxy.length ? deps.config.trustProxy : false,
     routerOptions: { ignoreTrailingSlash: true },
     frameworkErrors: frameworkError,
+    ...HTTP_OPTIONS,
   }).withTypeProvider<TypeBoxTypeProvider>();
 
   installValidators(app);

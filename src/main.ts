@@ -4,6 +4,8 @@ import { purgeExpired } from './features/maintenance.js';
 import { openInfrastructure } from './platform/deps.js';
 
 const PURGE_INTERVAL_MS = 60 * 60 * 1000;
+/** How much longer than a settlement may take a shutdown waits for open connections. */
+const SHUTDOWN_MARGIN_MS = 5_000;
 
 async function main(): Promise<void> {
   const config = parseConfig();
@@ -28,8 +30,13 @@ async function main(): Promise<void> {
     stopping = true;
     app.log.info({ signal }, 'shutting down');
     clearInterval(timer);
-    // close() stops accepting connections and waits for in-flight requests to finish.
+    // close() stops accepting connections and waits for in-flight requests to finish; a request
+    // that arrives meanwhile on an open connection gets 503 shutting_down. The longest a request
+    // runs by design is a settlement (FACILITATOR_TIMEOUT_MS); past that and a margin, connections
+    // still open (a client that stopped sending) are closed, so the process always ends.
+    const deadline = setTimeout(() => app.server.closeAllConnections(), config.facilitatorTimeoutMs + SHUTDOWN_MARGIN_MS);
     await app.close();
+    clearTimeout(deadline);
     await infra.close();
     process.exit(0);
   };

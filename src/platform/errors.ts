@@ -37,6 +37,7 @@ export const ERROR_CODES = {
   storage_unavailable: { status: 503, title: 'Storage unavailable' },
   provider_unavailable: { status: 503, title: 'Provider unavailable' },
   direct_checks_disabled: { status: 503, title: 'Direct pilot checks not enabled' },
+  shutting_down: { status: 503, title: 'Shutting down' },
   payments_unavailable: { status: 503, title: 'Paid reports are not configured' },
 } as const satisfies Record<string, { status: number; title: string }>;
 

@@ -154,11 +154,29 @@ export function sendProblem(reply: FastifyReply, request: FastifyRequest, err: A
   return reply.status(err.status).type(PROBLEM_CONTENT_TYPE).send(problemBody(err, request.id));
 }
 
+/** Fastify options that go with installErrorHandling. */
+export const HTTP_OPTIONS = {
+  // A request that arrives during shutdown gets a problem body (installErrorHandling), not
+  // Fastify's own 503 body.
+  return503OnClosing: false,
+  // A client may take this long to send its request; then 408. Without it a client that stalls
+  // mid-body held the connection, and a shutdown, for ever.
+  requestTimeout: 30_000,
+} as const;
+
 export function installErrorHandling(app: FastifyInstance): void {
+  let closing = false;
+  app.addHook('preClose', (done) => {
+    closing = true;
+    done();
+  });
   // A callback hook: an async one costs a promise and a microtask on every request.
   app.addHook('onRequest', (request, reply, done) => {
     reply.header('x-request-id', request.id);
-    done();
+    if (!closing) return done();
+    // Shutting down: a request on a connection still open is sent elsewhere, before any work.
+    reply.header('connection', 'close');
+    sendProblem(reply, request, new AppError('shutting_down', 'the service is shutting down; retry (another instance may answer)', { retryAfter: 1 }));
   });
   app.setErrorHandler((err, request, reply) => {
     let appErr = toAppError(err);

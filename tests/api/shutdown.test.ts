@@ -1,0 +1,81 @@
+// Shutdown of the service as `npm start` runs it (src/main.ts), with SIGTERM: a request in
+// progress is answered, one that arrives on an open connection meanwhile gets a problem body,
+// and a client that stopped sending mid-body cannot keep the process alive.
+import { spawn } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { connect, createServer, type AddressInfo, type Socket } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { EVALUATE_BODY } from '../../bench/targets/evaluate.js';
+import { testDialect } from '../helpers/db.js';
+
+const FACILITATOR_TIMEOUT_MS = 1000;
+/** src/main.ts: a shutdown closes the connections left FACILITATOR_TIMEOUT_MS + 5 s after it began. */
+const DEADLINE_MS = FACILITATOR_TIMEOUT_MS + 5000;
+
+const freePort = () =>
+  new Promise<number>((done) => {
+    const s = createServer().listen(0, '127.0.0.1', () => {
+      const { port } = s.address() as AddressInfo;
+      s.close(() => done(port));
+    });
+  });
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+describe.skipIf(testDialect !== 'sqlite')('SIGTERM', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'paywarden-shutdown-'));
+  afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+  it('answers the request in progress, refuses what comes after with 503 shutting_down, and ends despite a stalled client', async () => {
+    const port = await freePort();
+    const child = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], {
+      env: { ...process.env, PORT: String(port), HOST: '127.0.0.1', DATABASE_URL: `sqlite:${join(dir, 'db.sqlite')}`, LOG_LEVEL: 'silent', FACILITATOR_TIMEOUT_MS: String(FACILITATOR_TIMEOUT_MS) },
+      stdio: 'ignore',
+    });
+    const exited = new Promise<number | null>((done) => child.once('exit', (code) => done(code)));
+    try {
+      for (let i = 0; ; i++) {
+        const up = await fetch(`http://127.0.0.1:${port}/healthz`).then((r) => r.ok, () => false);
+        if (up) break;
+        if (i > 300) throw new Error('the service did not start');
+        await sleep(100);
+      }
+      const open = () =>
+        new Promise<{ socket: Socket; received: () => string }>((done) => {
+          let text = '';
+          const socket = connect(port, '127.0.0.1', () => done({ socket, received: () => text }));
+          socket.on('data', (d) => (text += d.toString('utf8')));
+          socket.on('error', () => {});
+        });
+      const body = JSON.stringify(EVALUATE_BODY);
+      const head = `POST /api/spendpolicy/evaluate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n`;
+      // One client is in the middle of its request; another has stopped sending for good.
+      const busy = await open();
+      const stalled = await open();
+      busy.socket.write(head + body.slice(0, 10));
+      stalled.socket.write(head + body.slice(0, 10));
+      await sleep(300);
+
+      const termAt = Date.now();
+      child.kill('SIGTERM');
+      await sleep(300);
+      // The request in progress completes; the next one on its connection is turned away.
+      busy.socket.write(body.slice(10) + 'GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n');
+
+      expect(await exited).toBe(0);
+      const took = Date.now() - termAt;
+      expect(took).toBeLessThan(DEADLINE_MS + 3000);
+      const answers = busy.received().split(/(?=HTTP\/1\.1 )/);
+      expect(answers[0]).toMatch(/^HTTP\/1\.1 200 /);
+      expect(answers[0]).toContain('"decision":"APPROVE"');
+      expect(answers[1]).toMatch(/^HTTP\/1\.1 503 /);
+      expect(answers[1]).toMatch(/content-type: application\/problem\+json/i);
+      expect(answers[1]).toMatch(/retry-after: 1/i);
+      expect(answers[1]).toContain('"code":"shutting_down"');
+      expect(stalled.received()).toBe('');
+    } finally {
+      child.kill('SIGKILL');
+    }
+  }, 60_000);
+});
