@@ -1,3 +1,4 @@
+import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openDatabase } from '../../src/platform/db/database.js';
 import { ADDR, createTestApp, json, type TestApp } from '../helpers/app.js';
@@ -119,5 +120,66 @@ describe.skipIf(testDialect !== 'postgres')('two service instances sharing one P
     const p = await createPolicy(a);
     const responses = await Promise.all(Array.from({ length: 200 }, (_, i) => decide(i % 2 ? a : b, p, `req-${i}`)));
     expect(tally(responses)).toEqual({ APPROVE: 50, BLOCK: 150, HUMAN_APPROVAL: 0, other: 0, budgetReasons: 150 });
+  });
+});
+
+/**
+ * PostgreSQL connections dropped while decisions are being made (a failover, a restart of the
+ * database, an administrator's pg_terminate_backend): every request gets an answer, 200 or 503,
+ * the process survives, nothing acknowledged is lost, and the service recovers by itself.
+ */
+describe.skipIf(testDialect !== 'postgres')('PostgreSQL connections dropped under load', () => {
+  let t: TestApp;
+  let killer: pg.Client;
+  beforeAll(async () => {
+    t = await createTestApp();
+    killer = new pg.Client({ connectionString: t.database.url });
+    await killer.connect();
+  });
+  afterAll(async () => {
+    await killer?.end();
+    await t?.close();
+  });
+
+  it('answers 200 or 503 (never 500, never a crash); acknowledged decisions stay; it recovers without a restart', async () => {
+    const p = await createPolicy(t);
+
+    // Only this test's connections: the pool names them after the test's schema.
+    let stop = false;
+    let killed = 0;
+    const killing = (async () => {
+      while (!stop) {
+        const res = await killer.query('select pg_terminate_backend(pid) from pg_stat_activity where application_name = $1', [`paywarden:${t.database.pgSchema}`]);
+        killed += res.rowCount ?? 0;
+        await new Promise((r) => setTimeout(r, 15));
+      }
+    })();
+    const answers: Array<{ requestId: string; statusCode: number; body: string }> = [];
+    for (let round = 0; round < 15; round++) {
+      const ids = Array.from({ length: 20 }, (_, i) => `drop-${round}-${i}`);
+      const res = await Promise.all(ids.map((id) => decide(t, p, id)));
+      res.forEach((r, i) => answers.push({ requestId: ids[i]!, statusCode: r.statusCode, body: r.body }));
+    }
+    stop = true;
+    await killing;
+    expect(killed).toBeGreaterThan(0);
+
+    const statuses = [...new Set(answers.map((a) => a.statusCode))].sort();
+    expect(statuses.every((s) => s === 200 || s === 503), `statuses ${statuses}`).toBe(true);
+    for (const a of answers.filter((x) => x.statusCode === 503)) expect(json(a).code).toBe('storage_unavailable');
+
+    // Every acknowledged decision reads back as it was answered, and every request retried
+    // gets 200: its stored decision, or a fresh one if it was never stored.
+    const acknowledged = answers.filter((a) => a.statusCode === 200).map((a) => json(a).decision);
+    for (const a of answers) {
+      const retry = await decide(t, p, a.requestId);
+      expect(retry.statusCode).toBe(200);
+      if (a.statusCode === 200) expect(json(retry).decision).toEqual(json(a).decision);
+    }
+    const stored = await t.database.db.selectFrom('decisions').select(['id', 'decision']).where('policy_id', '=', p.policyId).execute();
+    expect(stored).toHaveLength(answers.length);
+    for (const d of acknowledged) expect(stored.map((s) => s.id)).toContain(d.decisionId);
+    // The budget held: exactly 50 of 300 one-USDC requests approved, whatever was dropped.
+    expect(stored.filter((s) => s.decision === 'APPROVE')).toHaveLength(50);
   });
 });

@@ -207,6 +207,16 @@ describe('restoring through a recovery order', () => {
     await charged(1_000n);
     const unpaidOrder = await createOrder('/api/quick-check', {});
 
+    // Both orders answer 410, on recover and on a paid request naming them; a wrong key is still a 404.
+    const expectExpired = async () => {
+      for (const order of [paidOrder, unpaidOrder]) {
+        expectProblem(await asInjected(await postJson('/api/orders/recover', { id: order.id, key: order.key })), 410, 'recovery_expired');
+        const res = await pay(`${s.url}/api/quick-check`, { headers: { 'Report-Id': order.id, 'Recovery-Key': order.key } });
+        expectProblem(await asInjected(res), 410, 'recovery_expired');
+      }
+      expectProblem(await asInjected(await postJson('/api/orders/recover', { id: paidOrder.id, key: 'ork_wrong' })), 404, 'not_found');
+    };
+
     const start = s.t.clock.now();
     try {
       // Still restorable on its last millisecond...
@@ -214,25 +224,14 @@ describe('restoring through a recovery order', () => {
       expect((await postJson('/api/orders/recover', { id: paidOrder.id, key: paidOrder.key })).status).toBe(200);
       // ... and expired from then on.
       s.t.clock.advance(1);
-      for (const order of [paidOrder, unpaidOrder]) {
-        expectProblem(await asInjected(await postJson('/api/orders/recover', { id: order.id, key: order.key })), 410, 'recovery_expired');
-        const res = await pay(`${s.url}/api/quick-check`, { headers: { 'Report-Id': order.id, 'Recovery-Key': order.key } });
-        expectProblem(await asInjected(res), 410, 'recovery_expired');
-      }
-      // A wrong key is still a 404, expired or not.
-      expectProblem(await asInjected(await postJson('/api/orders/recover', { id: paidOrder.id, key: 'ork_wrong' })), 404, 'not_found');
+      await expectExpired();
 
       // The purge removes what the orders held, and they keep answering 410, not a 404 that
       // would tell the caller its key is wrong.
       expect((await purgeExpired(s.t.database, s.t.clock.now())).orders).toBeGreaterThanOrEqual(2);
       const rows = await s.t.database.db.selectFrom('orders').selectAll().where('id', 'in', [paidOrder.id, unpaidOrder.id]).execute();
       expect(rows.map((r) => [r.input, r.input_digest, r.report_id])).toEqual([['', '', null], ['', '', null]]);
-      for (const order of [paidOrder, unpaidOrder]) {
-        expectProblem(await asInjected(await postJson('/api/orders/recover', { id: order.id, key: order.key })), 410, 'recovery_expired');
-        const res = await pay(`${s.url}/api/quick-check`, { headers: { 'Report-Id': order.id, 'Recovery-Key': order.key } });
-        expectProblem(await asInjected(res), 410, 'recovery_expired');
-      }
-      expectProblem(await asInjected(await postJson('/api/orders/recover', { id: paidOrder.id, key: 'ork_wrong' })), 404, 'not_found');
+      await expectExpired();
       expect((await purgeExpired(s.t.database, s.t.clock.now())).orders).toBe(0);
     } finally {
       s.t.clock.set(start);
