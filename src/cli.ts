@@ -4,7 +4,7 @@ import { parseConfig } from './config.js';
 import { evidenceVerifyCommand } from './features/evidence/verify-command.js';
 import { purgeExpired } from './features/maintenance.js';
 import { PolicyStore, toPolicy } from './features/spend-policy/policies.js';
-import { openDatabase, type Database } from './platform/db/database.js';
+import { openDatabase, sqliteFileOf, type Database } from './platform/db/database.js';
 
 const USAGE = `usage: paywarden <command>
 
@@ -68,8 +68,8 @@ export async function run(argv: string[], out: Out = { log: console.log, error: 
  * policy reads as unknown and a purge finds nothing.
  */
 function existingDatabase(url: string): string {
-  const file = url.startsWith('sqlite:') ? url.slice('sqlite:'.length) : undefined;
-  if (file !== undefined && file !== ':memory:' && !existsSync(file)) {
+  const file = sqliteFileOf(url);
+  if (file !== undefined && !existsSync(file)) {
     throw new Error(`no database at ${resolve(file)} (DATABASE_URL=${url}); set DATABASE_URL to the service's database, or run from the directory the service runs in`);
   }
   return url;

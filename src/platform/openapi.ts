@@ -1,6 +1,7 @@
 import type { SwaggerOptions } from '@fastify/swagger';
 import type { Config } from '../config.js';
 import { NETWORK, USDC_ADDRESS } from './prices.js';
+import { problems } from './schemas.js';
 
 export const API_VERSION = '1.5.0-rc.1';
 
@@ -66,10 +67,11 @@ type Document = { paths?: Record<string, Record<string, Operation | unknown>> };
 
 /**
  * What @fastify/swagger cannot take from a route's schema: a body marked optional
- * (OPTIONAL_BODY), and what holds for every response: each carries x-request-id
- * (installErrorHandling); every error is a problem body sent as application/problem+json
- * (sendProblem), where the generator writes application/json; and a 402 or 412 always carries
- * PAYMENT-REQUIRED.
+ * (OPTIONAL_BODY); a 503 that any request may meet (the service shutting down, its storage
+ * failing: installErrorHandling, toAppError); and what holds for every response: each carries
+ * x-request-id (installErrorHandling); every error is a problem body sent as
+ * application/problem+json (sendProblem), where the generator writes application/json; and a 402
+ * or 412 always carries PAYMENT-REQUIRED.
  */
 function withWhatEveryResponseSays(doc: Document): Document {
   for (const operations of Object.values(doc.paths ?? {})) {
@@ -79,6 +81,7 @@ function withWhatEveryResponseSays(doc: Document): Document {
         if (operation.requestBody) operation.requestBody.required = false;
       }
       const responses = operation?.responses;
+      if (responses && !responses['503']) responses['503'] = unavailable();
       for (const [status, response] of Object.entries(responses ?? {})) {
         response.headers = { 'x-request-id': REQUEST_ID_HEADER, ...response.headers };
         const json = response.content?.['application/json'];
@@ -89,6 +92,12 @@ function withWhatEveryResponseSays(doc: Document): Document {
     }
   }
   return doc;
+}
+
+/** The 503 problem response, as the generator writes problems(503) (a fresh copy each time). */
+function unavailable(): Response {
+  const schema = JSON.parse(JSON.stringify(problems(503)[503])) as { description: string };
+  return { description: schema.description, content: { 'application/json': { schema } } };
 }
 
 const REQUEST_ID_HEADER: Header = {

@@ -109,6 +109,16 @@ describe('GET /openapi.json', () => {
     expect(extra).toEqual([]);
   });
 
+  it('documents a 503 problem on every operation: any request may meet a shutdown or a storage failure', () => {
+    const ops = Object.entries(doc.paths as Record<string, Record<string, any>>).flatMap(([path, o]) => Object.entries(o).map(([m, op]) => [`${m} ${path}`, op]));
+    expect(ops.length).toBeGreaterThan(20);
+    for (const [name, op] of ops) {
+      const unavailable = op.responses['503'];
+      expect(unavailable?.content?.['application/problem+json']?.schema?.required, name).toEqual(expect.arrayContaining(['code', 'requestId']));
+      expect(unavailable.description, name).toMatch(/Storage unavailable.*Shutting down/);
+    }
+  });
+
   it('marks the approval body optional, as a bare POST approves, and every other body required', () => {
     const bodies = Object.entries(doc.paths as Record<string, Record<string, any>>).flatMap(([path, ops]) =>
       Object.entries(ops).flatMap(([method, op]) => (op?.requestBody ? [[`${method} ${path}`, op.requestBody.required, OPTIONAL_BODY in op]] : [])),

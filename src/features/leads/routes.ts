@@ -32,7 +32,7 @@ export const leadRoutes: FastifyPluginAsyncTypebox<AppDeps> = async (app, deps) 
         summary: 'Request a company pilot (a one-time 49 USDC bounded integration and validation pilot)',
         description: 'Creates no order and authorizes no payment. Contact data is kept for 90 days.',
         body: PilotLeadRequest,
-        response: { 201: PilotLeadResponse, ...problems(400, 413, 415, 429, 503) },
+        response: { 201: PilotLeadResponse, ...problems(400, 413, 415, 429) },
       },
     },
     async (request, reply) => {

@@ -20,7 +20,7 @@ export const decisionRoutes: FastifyPluginAsyncTypebox<AppDeps & { decisions: De
           'The remaining daily budget (UTC day) and repeat counts come from stored decisions, never from the caller. APPROVE spends budget at once; HUMAN_APPROVAL spends nothing until an administrator approves. The same requestId with identical content returns the stored decision and spends nothing again; with different content 409. The decision never authorizes or executes a payment.',
         security: [{ agentKey: [] }],
         body: DecisionRequest,
-        response: { 200: DecisionWithReceipt, ...problems(400, 401, 403, 404, 409, 410, 413, 415, 503) },
+        response: { 200: DecisionWithReceipt, ...problems(400, 401, 403, 404, 409, 410, 413, 415) },
       },
     },
     async (request) => {
@@ -38,7 +38,7 @@ export const decisionRoutes: FastifyPluginAsyncTypebox<AppDeps & { decisions: De
         summary: "Read a stored decision and its receipt (the policy's admin or agent key)",
         security: [{ adminKey: [] }, { agentKey: [] }],
         params: Params,
-        response: { 200: DecisionWithReceipt, ...problems(400, 401, 404, 410, 503) },
+        response: { 200: DecisionWithReceipt, ...problems(400, 401, 404, 410) },
       },
     },
     async (request) => {
@@ -65,7 +65,7 @@ export const decisionRoutes: FastifyPluginAsyncTypebox<AppDeps & { decisions: De
         params: Params,
         body: ApproveRequest,
         [OPTIONAL_BODY]: true,
-        response: { 200: DecisionWithReceipt, ...problems(400, 401, 404, 409, 410, 413, 415, 503) },
+        response: { 200: DecisionWithReceipt, ...problems(400, 401, 404, 409, 410, 413, 415) },
       },
     },
     async (request) => {

@@ -52,7 +52,7 @@ export const policyRoutes: FastifyPluginAsyncTypebox<AppDeps & { decisions: Deci
         summary: 'Create a protected spend policy; answers one admin key and one agent key, each shown once',
         description: `Keys are stored only as SHA-256 hashes and cannot be recovered. Pilot access lasts 30 days. A source may create ${deps.config.policyCreateLimit} policies per day.`,
         body: CreatePolicyRequest,
-        response: { 201: { ...CreatedPolicy, headers: EtagHeader }, ...problems(400, 413, 415, 429, 503) },
+        response: { 201: { ...CreatedPolicy, headers: EtagHeader }, ...problems(400, 413, 415, 429) },
       },
     },
     async (request, reply) => {
@@ -70,7 +70,7 @@ export const policyRoutes: FastifyPluginAsyncTypebox<AppDeps & { decisions: Deci
         summary: 'Read a policy (admin key); never shows secret hashes',
         security: adminSecurity,
         params: Params,
-        response: { 200: { ...Policy, headers: EtagHeader }, ...problems(400, 401, 404, 410, 503) },
+        response: { 200: { ...Policy, headers: EtagHeader }, ...problems(400, 401, 404, 410) },
       },
     },
     async (request, reply) => {
@@ -92,7 +92,7 @@ export const policyRoutes: FastifyPluginAsyncTypebox<AppDeps & { decisions: Deci
         params: Params,
         headers: Type.Object({ 'if-match': Type.Optional(Type.String()) }),
         body: ReplacePolicyRequest,
-        response: { 200: { ...Policy, headers: EtagHeader }, ...problems(400, 401, 404, 410, 412, 413, 415, 503) },
+        response: { 200: { ...Policy, headers: EtagHeader }, ...problems(400, 401, 404, 410, 412, 413, 415) },
       },
     },
     async (request, reply) => {
@@ -114,7 +114,7 @@ export const policyRoutes: FastifyPluginAsyncTypebox<AppDeps & { decisions: Deci
         security: adminSecurity,
         params: Params,
         querystring: DecisionListQuery,
-        response: { 200: DecisionList, ...problems(400, 401, 404, 410, 503) },
+        response: { 200: DecisionList, ...problems(400, 401, 404, 410) },
       },
     },
     async (request) => {
@@ -132,7 +132,7 @@ export const policyRoutes: FastifyPluginAsyncTypebox<AppDeps & { decisions: Deci
         summary: 'Replace the agent key (admin key); the old one stops working at once',
         security: adminSecurity,
         params: Params,
-        response: { 200: AgentKeyResponse, ...problems(400, 401, 404, 410, 413, 415, 503) },
+        response: { 200: AgentKeyResponse, ...problems(400, 401, 404, 410, 413, 415) },
       },
     },
     async (request) => {

@@ -53,10 +53,17 @@ export async function openDatabase(url: string, opts: DatabaseOptions = {}): Pro
   return database;
 }
 
+/** The file an `sqlite:` URL names; undefined for PostgreSQL and for an in-memory database. */
+export function sqliteFileOf(url: string): string | undefined {
+  if (!url.startsWith('sqlite:')) return undefined;
+  const file = url.slice('sqlite:'.length);
+  return file === ':memory:' ? undefined : file;
+}
+
 function openSqlite(url: string, opts: DatabaseOptions): Database {
-  const file = url.replace(/^sqlite:/, '');
-  if (file !== ':memory:') mkdirSync(dirname(resolve(file)), { recursive: true });
-  const sqlite = new SQLite(file);
+  const file = sqliteFileOf(url);
+  if (file) mkdirSync(dirname(resolve(file)), { recursive: true });
+  const sqlite = new SQLite(file ?? ':memory:');
   // WAL lets readers proceed during a write; synchronous=FULL makes an acknowledged commit
   // survive a power loss, which a payment-safety service owes its callers. (Write transactions
   // sync the same WAL off the event loop before they resolve: see writeTransaction.)
@@ -66,7 +73,7 @@ function openSqlite(url: string, opts: DatabaseOptions): Database {
   sqlite.pragma('foreign_keys = ON');
   // Money columns hold micro-USDC; reading them as JavaScript numbers would lose precision.
   sqlite.defaultSafeIntegers(true);
-  const checkpointer = file === ':memory:' ? undefined : startCheckpointer(sqlite, file, opts.walRestartFrames ?? WAL_RESTART_FRAMES);
+  const checkpointer = file === undefined ? undefined : startCheckpointer(sqlite, file, opts.walRestartFrames ?? WAL_RESTART_FRAMES);
   // The WAL lies beside the file SQLite resolved (a symbolic link to the database, or to a folder
   // on its path, is followed), which need not be beside the path configured.
   const walPath = `${(sqlite.pragma('database_list') as Array<{ name: string; file: string }>).find((d) => d.name === 'main')!.file}-wal`;
