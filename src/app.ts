@@ -1,6 +1,6 @@
 import swagger from '@fastify/swagger';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
-import Fastify, { type FastifyInstance, type FastifyServerOptions } from 'fastify';
+import Fastify, { type FastifyInstance, type FastifyRequest, type FastifyServerOptions } from 'fastify';
 import type { Config } from './config.js';
 import type { Clock } from './platform/clock.js';
 import type { Database } from './platform/db/database.js';
@@ -40,11 +40,32 @@ export interface AppDeps {
 
 export type App = FastifyInstance;
 
+/**
+ * A URL as a log line may show it. Keys travel in headers or bodies, but a caller who puts one in
+ * a URL by mistake (`?key=sgp_admin_…`, a key pasted where a policy id goes) must not find it in
+ * the logs: every run of 43 or more base64url characters (the length of a key's secret part, so
+ * every admin, agent and recovery key) is replaced, except 0x-prefixed hex, which is public
+ * (addresses, transaction hashes). Identifiers the service issues are shorter.
+ */
+export function urlForLog(url: string): string {
+  return url.replace(/[A-Za-z0-9_-]{43,}/g, (run) => (/^0x[0-9a-fA-F]+$/.test(run) ? run : '[redacted]'));
+}
+
 /** pino options: the configured level, and credentials never written to a log line. */
 export function loggerOptions(config: Config, destination?: NodeJS.WritableStream) {
   return {
     level: config.logLevel,
     redact: ['req.headers.authorization', 'req.headers["payment-signature"]', 'req.headers["recovery-key"]'],
+    serializers: {
+      // Fastify's own request serializer, with the URL passed through urlForLog.
+      req: (req: FastifyRequest) => ({
+        method: req.method,
+        url: urlForLog(req.url),
+        host: req.host,
+        remoteAddress: req.ip,
+        remotePort: req.socket?.remotePort,
+      }),
+    },
     ...(destination ? { stream: destination } : {}),
   };
 }

@@ -1,4 +1,5 @@
 import { randomBytes } from 'node:crypto';
+import type { FastifyServerOptions } from 'fastify';
 import { Redis } from 'ioredis';
 import { buildApp, type App } from '../../src/app.js';
 import { testConfig, type Config } from '../../src/config.js';
@@ -28,6 +29,8 @@ export interface TestAppOptions {
   database?: TestDatabase;
   /** Share rate limits through this Redis, under this key prefix. */
   redis?: { client: Redis; keyPrefix: string };
+  /** Logger options (loggerOptions with a stream, say); silent by default. */
+  logger?: FastifyServerOptions['logger'];
 }
 
 /** The whole service on a fresh database, driven with inject(); rate limits off unless asked. */
@@ -39,7 +42,7 @@ export async function createTestApp(opts: TestAppOptions = {}): Promise<TestApp>
     config,
     opts.redis ? { redis: opts.redis.client, keyPrefix: opts.redis.keyPrefix } : { keyPrefix: `t${randomBytes(4).toString('hex')}` },
   );
-  const app = await buildApp({ config, database, clock, limiter, logger: false });
+  const app = await buildApp({ config, database, clock, limiter, logger: opts.logger ?? false });
   await app.ready();
   return {
     app,
