@@ -48,8 +48,10 @@ export type App = FastifyInstance;
  * (addresses, transaction hashes). Identifiers the service issues are shorter.
  */
 export function urlForLog(url: string): string {
-  return url.replace(/[A-Za-z0-9_-]{43,}/g, (run) => (/^0x[0-9a-fA-F]+$/.test(run) ? run : '[redacted]'));
+  return url.replace(KEY_LIKE, (run) => (PUBLIC_HEX.test(run) ? run : '[redacted]'));
 }
+const KEY_LIKE = /[A-Za-z0-9_-]{43,}/g;
+const PUBLIC_HEX = /^0x[0-9a-fA-F]+$/;
 
 /** pino options: the configured level, and credentials never written to a log line. */
 export function loggerOptions(config: Config, destination?: NodeJS.WritableStream) {

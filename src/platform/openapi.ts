@@ -96,7 +96,7 @@ function withWhatEveryResponseSays(doc: Document): Document {
 
 /** The 503 problem response, as the generator writes problems(503) (a fresh copy each time). */
 function unavailable(): Response {
-  const schema = JSON.parse(JSON.stringify(problems(503)[503])) as { description: string };
+  const schema = structuredClone(problems(503)[503]) as { description: string };
   return { description: schema.description, content: { 'application/json': { schema } } };
 }
 

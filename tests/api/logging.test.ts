@@ -3,7 +3,7 @@ import type { InjectOptions } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loggerOptions, urlForLog } from '../../src/app.js';
 import { testConfig } from '../../src/config.js';
-import { ADDR, createTestApp, type TestApp } from '../helpers/app.js';
+import { ADDR, createTestApp, json, type TestApp } from '../helpers/app.js';
 import { bearer, createPolicy, decide, DECISIONS, POLICIES, type Created } from '../helpers/policies.js';
 
 describe('log lines never hold a key', () => {
@@ -21,7 +21,7 @@ describe('log lines never hold a key', () => {
   afterAll(() => t.close());
 
   it('not when a caller sends one where it does not belong, in a query string or a path', async () => {
-    const order = JSON.parse((await t.app.inject({ method: 'POST', url: '/api/orders', payload: { path: '/api/quick-check', input: {} } })).body) as { id: string; key: string };
+    const order = json<{ id: string; key: string }>(await t.app.inject({ method: 'POST', url: '/api/orders', payload: { path: '/api/quick-check', input: {} } }));
     expect(order.key).toMatch(/^ork_/);
     const attempts: InjectOptions[] = [
       // the usual places: headers and bodies

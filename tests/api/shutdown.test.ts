@@ -3,24 +3,18 @@
 // and a client that stopped sending mid-body cannot keep the process alive.
 import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
-import { connect, createServer, type AddressInfo, type Socket } from 'node:net';
+import { connect, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { EVALUATE_BODY } from '../../bench/targets/evaluate.js';
+import { freePort } from '../../src/devnet/index.js';
 import { testDialect } from '../helpers/db.js';
 
 const FACILITATOR_TIMEOUT_MS = 1000;
 /** src/main.ts: a shutdown closes the connections left FACILITATOR_TIMEOUT_MS + 5 s after it began. */
 const DEADLINE_MS = FACILITATOR_TIMEOUT_MS + 5000;
 
-const freePort = () =>
-  new Promise<number>((done) => {
-    const s = createServer().listen(0, '127.0.0.1', () => {
-      const { port } = s.address() as AddressInfo;
-      s.close(() => done(port));
-    });
-  });
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 describe.skipIf(testDialect !== 'sqlite')('SIGTERM', () => {
