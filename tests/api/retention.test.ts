@@ -149,4 +149,19 @@ describe('pilot policy retention', () => {
     // Purging again finds nothing more to do.
     expect((await purgeExpired(t.database, t.clock.now())).policies).toBe(0);
   });
+
+  it('a purged policy stays 410 on every endpoint even if the clock steps back before its expiry', async () => {
+    // The purge has run (the test above). A system clock set back (an NTP step, a restored VM)
+    // must not turn the purged policy into a 404 for its own keys.
+    t.clock.set(new Date(Date.parse(p.accessExpiresAt as string) - 1000));
+    for (const [name, call] of everyEndpoint()) {
+      const res = await call();
+      expect(res.statusCode, `${name}: ${res.body}`).toBe(410);
+    }
+    for (const id of [ids.pendingOld, ids.blocked]) {
+      expectProblem(await readDecision(t, id, bearer(p.adminKey)), 410, 'expired');
+      expectProblem(await readDecision(t, id, bearer(agentKey)), 410, 'expired');
+      expectProblem(await approve(t, id, p.adminKey), 410, 'expired');
+    }
+  });
 });

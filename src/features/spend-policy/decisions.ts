@@ -389,16 +389,18 @@ export class DecisionService {
   }
 
   /**
-   * No such decision. When the key is that of a policy whose access expired, the answer is 410 as
-   * on every other endpoint of that policy: purging its data removed the decisions, and a 404
-   * would tell the caller that the key or decision is wrong rather than that access ended.
+   * No such decision. When the key is that of a policy whose access expired or was purged, the
+   * answer is 410 as on every other endpoint of that policy: purging its data removed the
+   * decisions, and a 404 would tell the caller that the key or decision is wrong rather than that
+   * access ended.
    */
   private async unknownDecision(tx: Tx, key: { kind: 'admin' | 'agent'; hash: string }, now: Date): Promise<never> {
     const expired = await tx
       .selectFrom('policies')
       .select('id')
       .where(key.kind === 'admin' ? 'admin_key_hash' : 'agent_key_hash', '=', key.hash)
-      .where('access_expires_at', '<=', now.toISOString())
+      // Purged counts too, whatever the clock says now (a system clock stepped back).
+      .where((eb) => eb.or([eb('access_expires_at', '<=', now.toISOString()), eb('purged_at', 'is not', null)]))
       .executeTakeFirst();
     if (expired) throw new AppError('expired', 'protected-policy access has expired');
     throw new AppError('not_found', 'decision or key not found');
