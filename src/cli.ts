@@ -43,9 +43,15 @@ export async function run(argv: string[], out: Out = { log: console.log, error: 
       return 0;
     }
     if (cmd === 'policy' && sub === 'direct-checks' && rest.length === 2 && (rest[1] === 'on' || rest[1] === 'off')) {
-      const d = await db();
-      const ok = await new PolicyStore(d).setDirectChecks(rest[0]!, rest[1] === 'on', new Date());
-      if (!ok) return fail(out, `no policy ${rest[0]}`);
+      const store = new PolicyStore(await db());
+      const now = new Date();
+      const row = await store.get(rest[0]!);
+      if (!row) return fail(out, `no policy ${rest[0]}`);
+      // Its endpoints answer 410: the switch would change nothing anyone can use.
+      if (row.purged_at || now.toISOString() >= row.access_expires_at) {
+        return fail(out, `policy ${rest[0]} is no longer accessible (pilot access ended ${row.access_expires_at}); nothing changed`);
+      }
+      if (!(await store.setDirectChecks(row.id, rest[1] === 'on', now))) return fail(out, `no policy ${rest[0]}`);
       out.log(`direct checks ${rest[1]} for ${rest[0]}`);
       return 0;
     }

@@ -18,18 +18,27 @@ describe.skipIf(testDialect !== 'sqlite')('operator CLI', () => {
   const out = { log: (s: string) => lines.push(s), error: (s: string) => errors.push(s) };
   const cli = (...argv: string[]) => run(argv, out, { DATABASE_URL: t.database.url });
 
+  let old: { policyId: string; adminKey: string };
+  const create = async () =>
+    json(
+      await t.app.inject({
+        method: 'POST',
+        url: '/api/spendpolicy/policies',
+        payload: {
+          name: 'cli',
+          agentId: 'agent-1',
+          policy: { maxPerTransaction: '10', dailyBudget: '50', requireHumanAbove: '5', maxRepeats: 2, allowedRecipients: [ADDR.alice], blockUnknownRecipients: true },
+        },
+      }),
+    );
+
   beforeAll(async () => {
     t = await createTestApp();
-    const res = await t.app.inject({
-      method: 'POST',
-      url: '/api/spendpolicy/policies',
-      payload: {
-        name: 'cli',
-        agentId: 'agent-1',
-        policy: { maxPerTransaction: '10', dailyBudget: '50', requireHumanAbove: '5', maxRepeats: 2, allowedRecipients: [ADDR.alice], blockUnknownRecipients: true },
-      },
-    });
-    policy = json(res);
+    // The CLI runs on the wall clock: `old` was created on the test clock's date, months ago, so
+    // its pilot access has ended; `policy` is created now.
+    old = await create();
+    t.clock.set(new Date());
+    policy = await create();
   });
   afterAll(async () => {
     await t.close();
@@ -72,13 +81,24 @@ describe.skipIf(testDialect !== 'sqlite')('operator CLI', () => {
     expect(await cli('frobnicate')).toBe(2);
   });
 
+  it('refuses to switch direct checks of a policy whose pilot access ended', async () => {
+    errors.length = 0;
+    expect(await cli('policy', 'direct-checks', old.policyId, 'on')).toBe(1);
+    expect(errors.join()).toContain('no longer accessible');
+    const row = await t.database.db.selectFrom('policies').select('direct_checks').where('id', '=', old.policyId).executeTakeFirstOrThrow();
+    expect(Number(row.direct_checks)).toBe(0);
+  });
+
   it('purges policies whose pilot access ended, which then answer 410', async () => {
-    // The CLI runs on the wall clock, months after the test clock created the policy.
     lines.length = 0;
     expect(await cli('purge')).toBe(0);
     expect(JSON.parse(lines[0]!)).toEqual({ leads: 0, policies: 1, orders: 0 });
-    const res = await t.app.inject({ method: 'GET', url: `/api/spendpolicy/policies/${policy.policyId}`, headers: { authorization: `Bearer ${policy.adminKey}` } });
-    expect(res.statusCode).toBe(410);
+    const get = (p: { policyId: string; adminKey: string }) =>
+      t.app.inject({ method: 'GET', url: `/api/spendpolicy/policies/${p.policyId}`, headers: { authorization: `Bearer ${p.adminKey}` } });
+    expect((await get(old)).statusCode).toBe(410);
+    // Its switch is still refused once its data is purged; the current policy is untouched.
+    expect(await cli('policy', 'direct-checks', old.policyId, 'off')).toBe(1);
+    expect((await get(policy)).statusCode).toBe(200);
     expect(await cli('purge')).toBe(0);
     expect(JSON.parse(lines[1]!)).toEqual({ leads: 0, policies: 0, orders: 0 });
   });

@@ -60,7 +60,7 @@ export const decisionRoutes: FastifyPluginAsyncTypebox<AppDeps & { decisions: De
         tags: ['spend-policy'],
         summary: 'Approve a pending HUMAN_APPROVAL decision (admin key); spends the budget now',
         description:
-          '409 when the policy revision changed since the decision, the budget or another limit no longer allows it, the policy or agent is inactive, or the decision is not pending; 410 when the approval request expired. The body is optional.',
+          'The payment is spent at approval: it counts against the daily budget and repeat limit of the UTC day of the approval, which may be the day after the request. 409 when the policy revision changed since the decision, the budget or another limit no longer allows it, the policy or agent is inactive, or the decision is not pending; 410 when the approval request expired. The body is optional.',
         security: [{ adminKey: [] }],
         params: Params,
         body: ApproveRequest,
