@@ -144,9 +144,9 @@ export class PolicyStore {
     };
     let q = this.database.db.updateTable('policies').set(next).where('id', '=', row.id);
     if (expectedRevision !== undefined) q = q.where('revision', '=', expectedRevision);
-    const res = await q.executeTakeFirst();
-    if (Number(res.numUpdatedRows) === 0) return undefined;
-    return this.get(row.id);
+    // The row as this update left it: reading it again afterwards could return another
+    // administrator's later change, with its revision as this answer's ETag.
+    return q.returningAll().executeTakeFirst();
   }
 
   async rotateAgentKey(policyId: string, now: Date): Promise<string> {

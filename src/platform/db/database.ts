@@ -39,13 +39,41 @@ export interface DatabaseOptions {
   poolSize?: number;
   /** SQLite only: WAL frames after which write transactions wait for it to start over (tests). */
   walRestartFrames?: number;
+  /** PostgreSQL only: how long a statement waits for a lock before it fails (ms; tests). */
+  pgLockTimeoutMs?: number;
+  /** PostgreSQL only: how long a transaction may sit idle before the server ends it (ms; tests). */
+  pgIdleInTransactionMs?: number;
 }
+
+/**
+ * PostgreSQL session limits. Nothing of the service waits on anything outside the database inside
+ * a transaction (chain reads, payments and signatures happen before or after), so a transaction
+ * idle for seconds belongs to an instance that stopped mid-way (a frozen VM, a long pause, a
+ * partition): the server ends it and releases its locks, and the writes of the others go on. A
+ * lock held longer than PG_LOCK_TIMEOUT_MS by anyone (an operator's open transaction, say) turns
+ * the waiting requests into 503s instead of hanging them without limit. Both well above what a
+ * healthy batch holds a lock (milliseconds). Migrations wait for locks without limit.
+ */
+export const PG_LOCK_TIMEOUT_MS = 10_000;
+export const PG_IDLE_IN_TRANSACTION_MS = 5_000;
 
 /** Opens the database named by `url` and brings its schema to the latest migration. */
 export async function openDatabase(url: string, opts: DatabaseOptions = {}): Promise<Database> {
   const database = url.startsWith('postgres') ? openPostgres(url, opts) : openSqlite(url, opts);
   try {
-    await migrateToLatest(database.db, database.dialect, database.dialect === 'postgres' ? (opts.pgSchema ?? 'public') : undefined);
+    if (database.dialect === 'postgres') {
+      // Another instance may be migrating the same database: wait for it however long it takes.
+      await database.db.connection().execute(async (conn) => {
+        await sql`set lock_timeout = 0`.execute(conn);
+        try {
+          await migrateToLatest(conn, 'postgres', opts.pgSchema ?? 'public');
+        } finally {
+          await sql`reset lock_timeout`.execute(conn);
+        }
+      });
+    } else {
+      await migrateToLatest(database.db, database.dialect);
+    }
   } catch (err) {
     await database.close();
     throw err;
@@ -257,7 +285,11 @@ function openPostgres(url: string, opts: DatabaseOptions): Database {
     connectionTimeoutMillis: 5000,
     // Names the service's connections in pg_stat_activity (and a test's, by its schema).
     application_name: opts.pgSchema ? `paywarden:${opts.pgSchema}` : 'paywarden',
-    ...(opts.pgSchema ? { options: `-c search_path=${opts.pgSchema}` } : {}),
+    options: [
+      `-c lock_timeout=${opts.pgLockTimeoutMs ?? PG_LOCK_TIMEOUT_MS}`,
+      `-c idle_in_transaction_session_timeout=${opts.pgIdleInTransactionMs ?? PG_IDLE_IN_TRANSACTION_MS}`,
+      ...(opts.pgSchema ? [`-c search_path=${opts.pgSchema}`] : []),
+    ].join(' '),
   });
   // A dropped idle connection must not crash the process; the next query reconnects.
   pool.on('error', () => {});

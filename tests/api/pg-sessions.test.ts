@@ -1,0 +1,122 @@
+import { sql } from 'kysely';
+import pg from 'pg';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { openDatabase, type Database } from '../../src/platform/db/database.js';
+import { createTestApp, json, type TestApp } from '../helpers/app.js';
+import { testDialect, type TestDatabase } from '../helpers/db.js';
+import { bearer, createPolicy, decide, decideRaw, putPolicy, rules } from '../helpers/policies.js';
+
+/** Resolves to 'timeout' if `p` has not settled within `ms`. */
+function within<T>(p: Promise<T>, ms: number): Promise<T | 'timeout'> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<'timeout'>((resolve) => (timer = setTimeout(() => resolve('timeout'), ms)));
+  return Promise.race([p, timeout]).finally(() => clearTimeout(timer));
+}
+
+/** Another instance's connections to the same schema, with its own session limits. */
+async function sameSchema(t: TestApp, opts: { pgLockTimeoutMs?: number; pgIdleInTransactionMs?: number } = {}): Promise<TestDatabase> {
+  const db = await openDatabase(t.database.url, { pgSchema: t.database.pgSchema!, ...opts });
+  return { ...db, url: t.database.url, pgSchema: t.database.pgSchema!, drop: () => db.close() };
+}
+
+/**
+ * Locks held on PostgreSQL by someone who does not let go (another instance frozen in the middle
+ * of a batch, an operator's open transaction) must not stall decisions without limit.
+ */
+describe.skipIf(testDialect !== 'postgres')('PostgreSQL session limits', () => {
+  let t: TestApp;
+  beforeAll(async () => {
+    t = await createTestApp();
+  });
+  afterAll(async () => {
+    await t.close();
+  });
+
+  it('an instance frozen inside a transaction loses its locks, and the others decide on', async () => {
+    const p = await createPolicy(t, { dailyBudget: '50', maxPerTransaction: '10', requireHumanAbove: '10' });
+    // The frozen instance: it took the policy's lock, as a decision batch does, then stopped.
+    const frozen: Database = await openDatabase(t.database.url, { pgSchema: t.database.pgSchema!, pgIdleInTransactionMs: 300 });
+    let wake!: () => void;
+    const stopped = new Promise<void>((resolve) => (wake = resolve));
+    let locked!: () => void;
+    const holding = new Promise<void>((resolve) => (locked = resolve));
+    const tx = frozen.db.transaction().execute(async (trx) => {
+      await sql`select id from policies where id = ${p.policyId} for update`.execute(trx);
+      locked();
+      await stopped;
+      await sql`select 1`.execute(trx);
+    });
+    const outcome = tx.then(
+      () => 'committed',
+      () => 'failed',
+    );
+    try {
+      await holding;
+      const res = await within(decideRaw(t, p, { amount: '1' }), 8_000);
+      expect(res, 'the decision waited for the frozen instance').not.toBe('timeout');
+      expect((res as { statusCode: number }).statusCode).toBe(200);
+      expect(json(res as { body: string }).decision.decision).toBe('APPROVE');
+    } finally {
+      wake();
+      // Woken up, the frozen instance finds its transaction ended: nothing of it is committed.
+      expect(await outcome).toBe('failed');
+      await frozen.close();
+    }
+  });
+
+  it('a lock held past the lock timeout answers 503 storage_unavailable, then decisions go on', async () => {
+    const strict = await sameSchema(t, { pgLockTimeoutMs: 300 });
+    const s = await createTestApp({ database: strict });
+    const holder = new pg.Client({ connectionString: t.database.url, options: `-c search_path=${t.database.pgSchema}` });
+    await holder.connect();
+    try {
+      const p = await createPolicy(s);
+      await holder.query('begin');
+      await holder.query('select id from policies where id = $1 for update', [p.policyId]);
+      const res = await within(decideRaw(s, p, { amount: '1' }), 8_000);
+      expect(res, 'the decision waited without limit').not.toBe('timeout');
+      expect((res as { statusCode: number }).statusCode).toBe(503);
+      expect(json(res as { body: string }).code).toBe('storage_unavailable');
+      await holder.query('rollback');
+      expect((await decide(s, p, { amount: '1' })).decision.decision).toBe('APPROVE');
+    } finally {
+      await holder.end();
+      await s.close();
+      await strict.close();
+    }
+  });
+});
+
+describe.skipIf(testDialect !== 'postgres')('concurrent policy replacements on two instances', () => {
+  let a: TestApp;
+  let b: TestApp;
+  let second: TestDatabase;
+  beforeAll(async () => {
+    a = await createTestApp();
+    second = await sameSchema(a);
+    b = await createTestApp({ database: second });
+  });
+  afterAll(async () => {
+    await b.close();
+    await second.close();
+    await a.close();
+  });
+
+  it('every PUT answers with the rules it wrote and the revision it made', async () => {
+    const p = await createPolicy(a);
+    for (let round = 0; round < 5; round++) {
+      const budgets = Array.from({ length: 8 }, (_, i) => String(100 + round * 10 + i));
+      const answers = await Promise.all(
+        budgets.map((dailyBudget, i) => putPolicy(i % 2 ? a : b, p.policyId, { policy: rules({ dailyBudget }) }, bearer(p.adminKey))),
+      );
+      const revisions = answers.map((res, i) => {
+        expect(res.statusCode, res.body).toBe(200);
+        const body = json(res);
+        expect(body.policy.dailyBudget).toBe(budgets[i]);
+        expect(res.headers.etag).toBe(`"${body.revision}"`);
+        return body.revision as number;
+      });
+      expect(new Set(revisions).size).toBe(budgets.length);
+    }
+  });
+});
