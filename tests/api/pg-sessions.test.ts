@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import { sql } from 'kysely';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -117,6 +118,61 @@ describe.skipIf(testDialect !== 'postgres')('concurrent policy replacements on t
         return body.revision as number;
       });
       expect(new Set(revisions).size).toBe(budgets.length);
+    }
+  });
+});
+
+/**
+ * A database or role configured for a stricter isolation level by default (a DBA's choice) must
+ * not change how decisions are made: the service's sessions run READ COMMITTED, which its locking
+ * is built on, and concurrent decisions over two instances all get their answer.
+ */
+describe.skipIf(testDialect !== 'postgres')('a role whose default isolation is serializable', () => {
+  const tag = randomBytes(6).toString('hex');
+  const role = `pw_test_role_${tag}`;
+  const schema = `pw_test_${tag}`;
+  let admin: pg.Client;
+  let url: string;
+  beforeAll(async () => {
+    admin = new pg.Client({ connectionString: process.env.TEST_DATABASE_URL });
+    await admin.connect();
+    await admin.query(`create role ${role} login`);
+    await admin.query(`alter role ${role} set default_transaction_isolation = 'serializable'`);
+    await admin.query(`create schema ${schema} authorization ${role}`);
+    const u = new URL(process.env.TEST_DATABASE_URL!);
+    u.username = role;
+    u.password = '';
+    url = u.toString();
+  });
+  afterAll(async () => {
+    await admin.query(`drop schema if exists ${schema} cascade`);
+    await admin.query(`drop role if exists ${role}`);
+    await admin.end();
+  });
+
+  it('runs its transactions READ COMMITTED, and 100 concurrent decisions on two instances all answer 200', async () => {
+    const open = async (): Promise<TestDatabase> => {
+      const db = await openDatabase(url, { pgSchema: schema });
+      return { ...db, url, pgSchema: schema, drop: () => db.close() };
+    };
+    const one = await open();
+    const two = await open();
+    const a = await createTestApp({ database: one });
+    const b = await createTestApp({ database: two });
+    try {
+      const level = await one.db.transaction().execute((trx) => sql<{ l: string }>`select current_setting('transaction_isolation') as l`.execute(trx));
+      expect(level.rows[0]!.l).toBe('read committed');
+
+      const p = await createPolicy(a, { dailyBudget: '50', maxPerTransaction: '10', requireHumanAbove: '10', maxRepeats: 1000 });
+      const answers = await Promise.all(Array.from({ length: 100 }, (_, i) => decideRaw(i % 2 ? a : b, p, { amount: '1' })));
+      const statuses = answers.map((r) => r.statusCode);
+      expect(statuses.filter((s) => s !== 200), JSON.stringify(answers.find((r) => r.statusCode !== 200)?.body)).toEqual([]);
+      expect(answers.filter((r) => json(r).decision.decision === 'APPROVE')).toHaveLength(50);
+    } finally {
+      await b.close();
+      await a.close();
+      await two.close();
+      await one.close();
     }
   });
 });

@@ -286,6 +286,9 @@ function openPostgres(url: string, opts: DatabaseOptions): Database {
     // Names the service's connections in pg_stat_activity (and a test's, by its schema).
     application_name: opts.pgSchema ? `paywarden:${opts.pgSchema}` : 'paywarden',
     options: [
+      // The locking of decision batches assumes READ COMMITTED: a database or role whose default is
+      // stricter would fail whole batches with serialization errors (503s) instead.
+      '-c default_transaction_isolation=read\\ committed',
       `-c lock_timeout=${opts.pgLockTimeoutMs ?? PG_LOCK_TIMEOUT_MS}`,
       `-c idle_in_transaction_session_timeout=${opts.pgIdleInTransactionMs ?? PG_IDLE_IN_TRANSACTION_MS}`,
       ...(opts.pgSchema ? [`-c search_path=${opts.pgSchema}`] : []),
