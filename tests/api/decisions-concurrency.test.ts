@@ -1,8 +1,7 @@
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { openDatabase } from '../../src/platform/db/database.js';
 import { ADDR, createTestApp, json, type TestApp } from '../helpers/app.js';
-import { testDialect, type TestDatabase } from '../helpers/db.js';
+import { sharedDatabase, testDialect, type TestDatabase } from '../helpers/db.js';
 
 const rules = {
   maxPerTransaction: '10',
@@ -106,8 +105,7 @@ describe.skipIf(testDialect !== 'postgres')('two service instances sharing one P
   beforeAll(async () => {
     a = await createTestApp();
     // A second pool of connections over the same schema: what a second instance would open.
-    const other = await openDatabase(a.database.url, { pgSchema: a.database.pgSchema! });
-    second = { ...other, url: a.database.url, drop: () => other.close() };
+    second = await sharedDatabase(a.database);
     b = await createTestApp({ database: second });
   });
   afterAll(async () => {

@@ -1,7 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { openDatabase } from '../../src/platform/db/database.js';
 import { createTestApp, json, type TestApp } from '../helpers/app.js';
-import { testDialect, type TestDatabase } from '../helpers/db.js';
+import { sharedDatabase, testDialect, type TestDatabase } from '../helpers/db.js';
 import { createPolicy, decideRaw, type Created } from '../helpers/policies.js';
 import { createChainRaw, intentBody } from './evidence-helpers.js';
 
@@ -88,8 +87,7 @@ describe.skipIf(testDialect !== 'postgres')('two service instances sharing one P
   let p: Created;
   beforeAll(async () => {
     a = await createTestApp();
-    const other = await openDatabase(a.database.url, { pgSchema: a.database.pgSchema! });
-    second = { ...other, url: a.database.url, drop: () => other.close() };
+    second = await sharedDatabase(a.database);
     b = await createTestApp({ database: second });
     p = await createPolicy(a, { dailyBudget: '100', requireHumanAbove: '50', maxPerTransaction: '50' });
   });

@@ -2,9 +2,9 @@ import { randomBytes } from 'node:crypto';
 import { sql } from 'kysely';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { openDatabase, type Database } from '../../src/platform/db/database.js';
+import { openDatabase } from '../../src/platform/db/database.js';
 import { createTestApp, json, type TestApp } from '../helpers/app.js';
-import { testDialect, type TestDatabase } from '../helpers/db.js';
+import { sharedDatabase, testDialect, type TestDatabase } from '../helpers/db.js';
 import { bearer, createPolicy, decide, decideRaw, putPolicy, rules } from '../helpers/policies.js';
 
 /** Resolves to 'timeout' if `p` has not settled within `ms`. */
@@ -12,12 +12,6 @@ function within<T>(p: Promise<T>, ms: number): Promise<T | 'timeout'> {
   let timer: NodeJS.Timeout | undefined;
   const timeout = new Promise<'timeout'>((resolve) => (timer = setTimeout(() => resolve('timeout'), ms)));
   return Promise.race([p, timeout]).finally(() => clearTimeout(timer));
-}
-
-/** Another instance's connections to the same schema, with its own session limits. */
-async function sameSchema(t: TestApp, opts: { pgLockTimeoutMs?: number; pgIdleInTransactionMs?: number } = {}): Promise<TestDatabase> {
-  const db = await openDatabase(t.database.url, { pgSchema: t.database.pgSchema!, ...opts });
-  return { ...db, url: t.database.url, pgSchema: t.database.pgSchema!, drop: () => db.close() };
 }
 
 /**
@@ -36,7 +30,7 @@ describe.skipIf(testDialect !== 'postgres')('PostgreSQL session limits', () => {
   it('an instance frozen inside a transaction loses its locks, and the others decide on', async () => {
     const p = await createPolicy(t, { dailyBudget: '50', maxPerTransaction: '10', requireHumanAbove: '10' });
     // The frozen instance: it took the policy's lock, as a decision batch does, then stopped.
-    const frozen: Database = await openDatabase(t.database.url, { pgSchema: t.database.pgSchema!, pgIdleInTransactionMs: 300 });
+    const frozen = await sharedDatabase(t.database, { pgIdleInTransactionMs: 300 });
     let wake!: () => void;
     const stopped = new Promise<void>((resolve) => (wake = resolve));
     let locked!: () => void;
@@ -66,7 +60,7 @@ describe.skipIf(testDialect !== 'postgres')('PostgreSQL session limits', () => {
   });
 
   it('a lock held past the lock timeout answers 503 storage_unavailable, then decisions go on', async () => {
-    const strict = await sameSchema(t, { pgLockTimeoutMs: 300 });
+    const strict = await sharedDatabase(t.database, { pgLockTimeoutMs: 300 });
     const s = await createTestApp({ database: strict });
     const holder = new pg.Client({ connectionString: t.database.url, options: `-c search_path=${t.database.pgSchema}` });
     await holder.connect();
@@ -94,7 +88,7 @@ describe.skipIf(testDialect !== 'postgres')('concurrent policy replacements on t
   let second: TestDatabase;
   beforeAll(async () => {
     a = await createTestApp();
-    second = await sameSchema(a);
+    second = await sharedDatabase(a.database);
     b = await createTestApp({ database: second });
   });
   afterAll(async () => {

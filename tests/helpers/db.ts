@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import pg from 'pg';
-import { openDatabase, type Database } from '../../src/platform/db/database.js';
+import { openDatabase, type Database, type DatabaseOptions } from '../../src/platform/db/database.js';
 
 export const testDialect = (process.env.PAYWARDEN_TEST_DB ?? 'sqlite') as 'sqlite' | 'postgres';
 
@@ -54,4 +54,14 @@ export async function createTestDatabase(opts: { poolSize?: number } = {}): Prom
       rmSync(dir, { recursive: true, force: true });
     },
   };
+}
+
+/**
+ * What a second service instance opens: its own connections to the same database (and
+ * PostgreSQL schema), with its own options. Its drop() only closes them.
+ */
+export async function sharedDatabase(db: TestDatabase, opts: DatabaseOptions = {}): Promise<TestDatabase> {
+  const schema = db.pgSchema ? { pgSchema: db.pgSchema } : {};
+  const other = await openDatabase(db.url, { ...schema, ...opts });
+  return { ...other, url: db.url, ...schema, drop: () => other.close() };
 }
