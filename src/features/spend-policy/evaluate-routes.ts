@@ -17,6 +17,37 @@ const optionalChecks = (['transactionPreflight', 'tokenRisk'] as const).map((nam
   charged: false as const,
 }));
 
+/** The answer of the free evaluation to a validated request, at `now`. */
+export function evaluation(body: EvaluateRequest, now: Date) {
+  const { decision, reasons } = evaluatePolicy(
+    {
+      maxPerTransaction: parseUsdc(body.policy.maxPerTransaction),
+      requireHumanAbove: parseUsdc(body.policy.requireHumanAbove),
+      maxRepeats: body.policy.maxRepeats,
+      allowedRecipients: body.policy.allowedRecipients,
+      blockUnknownRecipients: body.policy.blockUnknownRecipients,
+    },
+    { recipient: body.recipient, amount: parseUsdc(body.amount) },
+    {
+      remainingDailyBudget: parseUsdc(body.policy.remainingDailyBudget),
+      repeatCount: body.context?.repeatCount ?? 0,
+      proofDecision: body.context?.proofDecision,
+    },
+  );
+  return {
+    decision,
+    reasons,
+    advisory: true as const,
+    enforced: false as const,
+    executionAuthorized: false as const,
+    automaticPayment: false as const,
+    agentId: body.agentId,
+    requestId: body.requestId,
+    evaluatedAt: now.toISOString(),
+    optionalChecks,
+  };
+}
+
 export const evaluateRoutes: FastifyPluginAsyncTypebox<AppDeps> = async (app, deps) => {
   app.post(
     '/api/spendpolicy/evaluate',
@@ -31,35 +62,6 @@ export const evaluateRoutes: FastifyPluginAsyncTypebox<AppDeps> = async (app, de
         response: { 200: EvaluateResponse, ...problems(400, 413, 415, 429) },
       },
     },
-    async (request) => {
-      const { body } = request;
-      const { decision, reasons } = evaluatePolicy(
-        {
-          maxPerTransaction: parseUsdc(body.policy.maxPerTransaction),
-          requireHumanAbove: parseUsdc(body.policy.requireHumanAbove),
-          maxRepeats: body.policy.maxRepeats,
-          allowedRecipients: body.policy.allowedRecipients,
-          blockUnknownRecipients: body.policy.blockUnknownRecipients,
-        },
-        { recipient: body.recipient, amount: parseUsdc(body.amount) },
-        {
-          remainingDailyBudget: parseUsdc(body.policy.remainingDailyBudget),
-          repeatCount: body.context?.repeatCount ?? 0,
-          proofDecision: body.context?.proofDecision,
-        },
-      );
-      return {
-        decision,
-        reasons,
-        advisory: true as const,
-        enforced: false as const,
-        executionAuthorized: false as const,
-        automaticPayment: false as const,
-        agentId: body.agentId,
-        requestId: body.requestId,
-        evaluatedAt: deps.clock.now().toISOString(),
-        optionalChecks,
-      };
-    },
+    async (request) => evaluation(request.body, deps.clock.now()),
   );
 };
