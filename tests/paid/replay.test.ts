@@ -5,7 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { decodePaymentResponseHeader } from '@x402/core/http';
 import { randomBytes } from 'node:crypto';
 import { expectProblem } from '../helpers/problems.js';
-import { asInjected, recordingPayingFetch, signPayment, startPaidStack, type PaidStack } from '../helpers/paid.js';
+import { asInjected, eventually, recordingPayingFetch, signPayment, startHttpProxy, startPaidStack, type PaidStack } from '../helpers/paid.js';
 
 let s: PaidStack;
 beforeAll(async () => {
@@ -118,5 +118,70 @@ describe('replaying one payment authorization', () => {
     expect(answers.filter((a) => a.status === 409).every((a) => a.body.code === 'payment_conflict')).toBe(true);
     expect(await s.balanceOf(s.payTo)).toBe(payee0 + PROOF_PRICE);
     expect(await s.balanceOf(payer)).toBe(payer0 - PROOF_PRICE);
+  });
+});
+
+/**
+ * A client's retry of one signature (after its own timeout, say) whose verify reaches the
+ * facilitator only after the original request has stored and settled the authorization: the
+ * facilitator then refuses it as used. The retry must get the report that payment bought, never a
+ * 402 telling the payer that nothing was charged and to sign again (a second charge).
+ */
+describe('a retry verified after the original settled', () => {
+  let held: Stack;
+  type Stack = { stack: PaidStack; verifies: number; hold: Array<Promise<void>>; close(): Promise<void> };
+  beforeAll(async () => {
+    const state = { verifies: 0, hold: [] as Array<Promise<void>> };
+    const proxy = await startHttpProxy(s.devnet.facilitatorUrl, async (req, forward) => {
+      if (req.url === '/verify') await state.hold[state.verifies++];
+      return forward();
+    });
+    const stack = await startPaidStack({ devnet: s.devnet, database: s.t.database, config: { facilitatorUrl: proxy.url } });
+    held = Object.assign(state, {
+      stack,
+      async close() {
+        await stack.close();
+        await proxy.close();
+      },
+    });
+  });
+  afterAll(async () => {
+    await held?.close();
+  });
+
+  it.each([
+    ['with the signature alone', false],
+    ['with the recovery order as well', true],
+  ])('%s: gets the stored report, charged once', async (_, withOrder) => {
+    const { stack } = held;
+    const account = withOrder ? 6 : 4; // not 5: it is payTo
+    const payer = addressOf(account);
+    const url = `${stack.url}/api/quick-check`;
+    const headers: Record<string, string> = { 'payment-signature': await signPayment(stack, account, url) };
+    if (withOrder) {
+      const order = await (await post('/api/orders', { path: '/api/quick-check', input: {} })).json();
+      Object.assign(headers, { 'report-id': order.id, 'recovery-key': order.key });
+    }
+    const [payee0, payer0] = [await s.balanceOf(s.payTo), await s.balanceOf(payer)];
+    let releaseOriginal!: () => void;
+    let releaseRetry!: () => void;
+    held.verifies = 0;
+    held.hold = [new Promise((r) => (releaseOriginal = r)), new Promise((r) => (releaseRetry = r))];
+
+    const original = fetch(url, { headers });
+    await eventually(async () => held.verifies >= 1, 'the original at the facilitator');
+    const retry = fetch(url, { headers });
+    await eventually(async () => held.verifies >= 2, 'the retry at the facilitator');
+    releaseOriginal();
+    const first = await original;
+    expect(first.status).toBe(200);
+    const report = await first.json();
+    releaseRetry();
+    const second = await retry;
+    const body = await second.json();
+    expect(second.status, JSON.stringify(body)).toBe(200);
+    expect(body).toEqual(report);
+    expect(await s.balanceOf(s.payTo)).toBe(payee0 + QUICK_PRICE);
+    expect(await s.balanceOf(payer)).toBe(payer0 - QUICK_PRICE);
   });
 });

@@ -113,6 +113,34 @@ describe('storage unreachable', () => {
     expect(await s.balanceOf(s.payTo)).toBe(payee0 + QUICK_PRICE);
     expect(await s.balanceOf(payer)).toBe(payer0 - QUICK_PRICE);
   });
+
+  it('never tells a payer whose payment was taken that nothing was charged: the 503 says retry, and the retry delivers', async () => {
+    const payer = addressOf(6); // not 5: it is payTo
+    const { fetch: pay, signatures } = recordingPayingFetch(s, 6);
+    const paid = await pay(`${s.url}/api/quick-check`);
+    expect(paid.status).toBe(200);
+    const report = await paid.json();
+    const [payee0, payer0] = [await s.balanceOf(s.payTo), await s.balanceOf(payer)];
+
+    // The client replays its signature (it lost the answer) to an instance whose storage fails.
+    faulty.fail(dbFaults.everything);
+    let replay: Response;
+    try {
+      replay = await fetch(`${sick.url}/api/quick-check`, { headers: { 'payment-signature': signatures[0]! } });
+    } finally {
+      faulty.fail(null);
+    }
+    const problem = expectProblem(await asInjected(replay), 503, 'storage_unavailable');
+    expect(problem.detail).not.toMatch(/no payment was|sign a new/);
+    expect(problem.detail).toContain('never charged again');
+    expect(replay.headers.get('payment-required')).toBeNull();
+
+    const again = await fetch(`${sick.url}/api/quick-check`, { headers: { 'payment-signature': signatures[0]! } });
+    expect(again.status).toBe(200);
+    expect(await again.json()).toEqual(report);
+    expect(await s.balanceOf(s.payTo)).toBe(payee0);
+    expect(await s.balanceOf(payer)).toBe(payer0);
+  });
 });
 
 describe('process killed after settlement', () => {

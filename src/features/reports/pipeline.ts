@@ -131,13 +131,18 @@ export class PaidReports {
     }
     const payment = paymentIdentity(signature);
     const existing = await this.guardStorage(() => this.store.byAuth(payment.authId));
-    if (existing) {
-      this.checkSamePurchase(existing, path, inputDigest, payment.digest);
-      return this.deliver(reply, await this.settlement.resume(existing));
-    }
+    if (existing) return this.resumePurchase(reply, existing, path, inputDigest, payment.digest);
 
     const gate = await this.deps.gateway.gate(request, signature);
-    if (gate.kind === 'respond') return this.sendGate(def, gate, true);
+    if (gate.kind === 'respond') {
+      // A copy of this request (a client's retry, or the same request at another instance) may
+      // have stored and settled this authorization while this one was at the facilitator, which
+      // then refuses it as used. That payment bought this report: deliver it, never ask for
+      // another payment.
+      const meanwhile = await this.guardStorage(() => this.store.byAuth(payment.authId));
+      if (meanwhile) return this.resumePurchase(reply, meanwhile, path, inputDigest, payment.digest);
+      return this.sendGate(def, gate, true);
+    }
     const fromBlock = await this.deps.chain.getBlockNumber({ cacheTime: 0 }).catch(() => {
       throw new AppError('upstream_unavailable', 'the chain could not be read; nothing was charged');
     });
@@ -169,11 +174,7 @@ export class PaidReports {
       settled_at: null,
     };
     const stored = await this.storeWithOrder(row, order, path, input, inputDigest, now);
-    if (!stored.inserted) {
-      const winner = await this.mustLoadByAuth(payment.authId);
-      this.checkSamePurchase(winner, path, inputDigest, payment.digest);
-      return this.deliver(reply, await this.settlement.resume(winner));
-    }
+    if (!stored.inserted) return this.resumePurchase(reply, await this.mustLoadByAuth(payment.authId), path, inputDigest, payment.digest);
     return this.deliver(reply, await this.settlement.settleNew(row, stored.recoveryKey));
   }
 
@@ -211,6 +212,12 @@ export class PaidReports {
     );
   }
 
+  /** The report an authorization already bought, if this request is the same purchase. */
+  private async resumePurchase(reply: FastifyReply, row: PaidReportRow, path: string, inputDigest: string, paymentDigest: string): Promise<FastifyReply> {
+    this.checkSamePurchase(row, path, inputDigest, paymentDigest);
+    return this.deliver(reply, await this.settlement.resume(row));
+  }
+
   private checkSamePurchase(row: PaidReportRow, path: string, inputDigest: string, paymentDigest: string): void {
     if (row.path !== path || row.input_digest !== inputDigest) {
       throw new AppError('payment_conflict', 'this payment authorization already bought a report for another input');
@@ -224,13 +231,20 @@ export class PaidReports {
     await this.guardStorage(() => this.deps.database.ping());
   }
 
-  /** Storage failures are 503 and mean nothing was charged; AppErrors pass through. */
+  /**
+   * Storage failures are 503; AppErrors pass through. Every read or write this guards comes before
+   * this request settles anything, so the request charged nothing, but an earlier one with the
+   * same payment or order may have: the answer must not tell the caller to pay again.
+   */
   async guardStorage<T>(fn: () => Promise<T>): Promise<T> {
     try {
       return await fn();
     } catch (err) {
       if (err instanceof AppError) throw err;
-      throw new AppError('storage_unavailable', 'durable report storage is unavailable; no payment was requested or charged');
+      throw new AppError(
+        'storage_unavailable',
+        'durable report storage is unavailable, and this request charged nothing; retry it later, with the same PAYMENT-SIGNATURE or Report-Id and Recovery-Key if it carried them: a payment already made is never charged again, and its report is delivered',
+      );
     }
   }
 
