@@ -1,11 +1,12 @@
 import { buildApp } from './app.js';
-import { ConfigError, parseConfig } from './config.js';
+import { ConfigError, parseConfig, type Config } from './config.js';
 import { purgeExpired } from './features/maintenance.js';
 import { openInfrastructure } from './platform/deps.js';
 
 const PURGE_INTERVAL_MS = 60 * 60 * 1000;
-/** How much longer than a settlement may take a shutdown waits for open connections. */
+/** How much longer than a paid request's facilitator and chain calls a shutdown waits for open connections. */
 const SHUTDOWN_MARGIN_MS = 5_000;
+const shutdownDeadlineMs = (config: Config) => 2 * config.facilitatorTimeoutMs + config.rpcTimeoutMs + SHUTDOWN_MARGIN_MS;
 
 async function main(): Promise<void> {
   const config = parseConfig();
@@ -31,10 +32,13 @@ async function main(): Promise<void> {
     app.log.info({ signal }, 'shutting down');
     clearInterval(timer);
     // close() stops accepting connections and waits for in-flight requests to finish; a request
-    // that arrives meanwhile on an open connection gets 503 shutting_down. The longest a request
-    // runs by design is a settlement (FACILITATOR_TIMEOUT_MS); past that and a margin, connections
-    // still open (a client that stopped sending) are closed, so the process always ends.
-    const deadline = setTimeout(() => app.server.closeAllConnections(), config.facilitatorTimeoutMs + SHUTDOWN_MARGIN_MS);
+    // that arrives meanwhile on an open connection gets 503 shutting_down. The longest wait a
+    // request has by design is a paid report's: its verify, its chain read and its settle, each
+    // bounded by its timeout. Past those and a margin, connections still open (a client that
+    // stopped sending) are closed, so the process always ends. A paid request cut off even so
+    // had its report stored before its settle began: replaying its PAYMENT-SIGNATURE delivers it
+    // without another charge.
+    const deadline = setTimeout(() => app.server.closeAllConnections(), shutdownDeadlineMs(config));
     await app.close();
     clearTimeout(deadline);
     await infra.close();

@@ -12,8 +12,9 @@ import { freePort } from '../../src/devnet/index.js';
 import { testDialect } from '../helpers/db.js';
 
 const FACILITATOR_TIMEOUT_MS = 1000;
-/** src/main.ts: a shutdown closes the connections left FACILITATOR_TIMEOUT_MS + 5 s after it began. */
-const DEADLINE_MS = FACILITATOR_TIMEOUT_MS + 5000;
+const RPC_TIMEOUT_MS = 1000;
+/** src/main.ts: a shutdown closes the connections left 2 × FACILITATOR_TIMEOUT_MS + RPC_TIMEOUT_MS + 5 s after it began. */
+const DEADLINE_MS = 2 * FACILITATOR_TIMEOUT_MS + RPC_TIMEOUT_MS + 5000;
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
@@ -24,7 +25,7 @@ describe.skipIf(testDialect !== 'sqlite')('SIGTERM', () => {
   it('answers the request in progress, refuses what comes after with 503 shutting_down, and ends despite a stalled client', async () => {
     const port = await freePort();
     const child = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], {
-      env: { ...process.env, PORT: String(port), HOST: '127.0.0.1', DATABASE_URL: `sqlite:${join(dir, 'db.sqlite')}`, LOG_LEVEL: 'silent', FACILITATOR_TIMEOUT_MS: String(FACILITATOR_TIMEOUT_MS) },
+      env: { ...process.env, PORT: String(port), HOST: '127.0.0.1', DATABASE_URL: `sqlite:${join(dir, 'db.sqlite')}`, LOG_LEVEL: 'silent', FACILITATOR_TIMEOUT_MS: String(FACILITATOR_TIMEOUT_MS), RPC_TIMEOUT_MS: String(RPC_TIMEOUT_MS) },
       stdio: 'ignore',
     });
     const exited = new Promise<number | null>((done) => child.once('exit', (code) => done(code)));
