@@ -1,7 +1,7 @@
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ADDR, createTestApp, json, type TestApp } from '../helpers/app.js';
-import { sharedDatabase, testDialect, type TestDatabase } from '../helpers/db.js';
+import { ADDR, createTestApp, createTwoTestApps, json, type TestApp } from '../helpers/app.js';
+import { testDialect } from '../helpers/db.js';
 
 const rules = {
   maxPerTransaction: '10',
@@ -101,17 +101,13 @@ describe('no overspend under concurrency', () => {
 describe.skipIf(testDialect !== 'postgres')('two service instances sharing one PostgreSQL database', () => {
   let a: TestApp;
   let b: TestApp;
-  let second: TestDatabase;
+  let pair: Awaited<ReturnType<typeof createTwoTestApps>>;
   beforeAll(async () => {
-    a = await createTestApp();
-    // A second pool of connections over the same schema: what a second instance would open.
-    second = await sharedDatabase(a.database);
-    b = await createTestApp({ database: second });
+    pair = await createTwoTestApps();
+    ({ a, b } = pair);
   });
   afterAll(async () => {
-    await b.close();
-    await second.close();
-    await a.close();
+    await pair?.close();
   });
 
   it('split 200 concurrent decisions across both and still approve exactly 50', async () => {

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createTestApp, json, type TestApp } from '../helpers/app.js';
-import { sharedDatabase, testDialect, type TestDatabase } from '../helpers/db.js';
+import { createTestApp, createTwoTestApps, json, type TestApp } from '../helpers/app.js';
+import { testDialect } from '../helpers/db.js';
 import { createPolicy, decideRaw, type Created } from '../helpers/policies.js';
 import { createChainRaw, intentBody } from './evidence-helpers.js';
 
@@ -83,18 +83,15 @@ describe('evidence chains under concurrency', () => {
 describe.skipIf(testDialect !== 'postgres')('two service instances sharing one PostgreSQL database', () => {
   let a: TestApp;
   let b: TestApp;
-  let second: TestDatabase;
+  let pair: Awaited<ReturnType<typeof createTwoTestApps>>;
   let p: Created;
   beforeAll(async () => {
-    a = await createTestApp();
-    second = await sharedDatabase(a.database);
-    b = await createTestApp({ database: second });
+    pair = await createTwoTestApps();
+    ({ a, b } = pair);
     p = await createPolicy(a, { dailyBudget: '100', requireHumanAbove: '50', maxPerTransaction: '50' });
   });
   afterAll(async () => {
-    await b.close();
-    await second.close();
-    await a.close();
+    await pair?.close();
   });
 
   it('20 identical creations split across both instances still create one chain and spend once', async () => {

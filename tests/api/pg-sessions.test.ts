@@ -3,7 +3,7 @@ import { sql } from 'kysely';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openDatabase } from '../../src/platform/db/database.js';
-import { createTestApp, json, type TestApp } from '../helpers/app.js';
+import { createTestApp, createTwoTestApps, json, type TestApp } from '../helpers/app.js';
 import { sharedDatabase, testDialect, type TestDatabase } from '../helpers/db.js';
 import { bearer, createPolicy, decide, decideRaw, putPolicy, rules } from '../helpers/policies.js';
 
@@ -85,16 +85,13 @@ describe.skipIf(testDialect !== 'postgres')('PostgreSQL session limits', () => {
 describe.skipIf(testDialect !== 'postgres')('concurrent policy replacements on two instances', () => {
   let a: TestApp;
   let b: TestApp;
-  let second: TestDatabase;
+  let pair: Awaited<ReturnType<typeof createTwoTestApps>>;
   beforeAll(async () => {
-    a = await createTestApp();
-    second = await sharedDatabase(a.database);
-    b = await createTestApp({ database: second });
+    pair = await createTwoTestApps();
+    ({ a, b } = pair);
   });
   afterAll(async () => {
-    await b.close();
-    await second.close();
-    await a.close();
+    await pair?.close();
   });
 
   it('every PUT answers with the rules it wrote and the revision it made', async () => {

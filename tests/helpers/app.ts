@@ -5,7 +5,7 @@ import { buildApp, type App } from '../../src/app.js';
 import { testConfig, type Config } from '../../src/config.js';
 import { ManualClock } from '../../src/platform/clock.js';
 import { createRateLimiter } from '../../src/platform/rate-limit.js';
-import { createTestDatabase, type TestDatabase } from './db.js';
+import { createTestDatabase, sharedDatabase, type TestDatabase } from './db.js';
 
 /**
  * Tests never reach the internet: everything that would talk to Base, a facilitator or a
@@ -52,6 +52,25 @@ export async function createTestApp(opts: TestAppOptions = {}): Promise<TestApp>
     async close() {
       await app.close();
       if (!opts.database) await database.drop();
+    },
+  };
+}
+
+/**
+ * Two service instances sharing one database, as behind a load balancer: `b` opens its own
+ * connections to `a`'s database (and PostgreSQL schema). close() ends both.
+ */
+export async function createTwoTestApps(): Promise<{ a: TestApp; b: TestApp; close(): Promise<void> }> {
+  const a = await createTestApp();
+  const shared = await sharedDatabase(a.database);
+  const b = await createTestApp({ database: shared });
+  return {
+    a,
+    b,
+    async close() {
+      await b.close();
+      await shared.close();
+      await a.close();
     },
   };
 }
