@@ -9,6 +9,7 @@ import { privateKeyToAccount } from 'viem/accounts';
 import { run } from '../../src/cli.js';
 import { USDC_ADDRESS, baseDevnetChain, fiatTokenAbi, startDevnet, type Devnet } from '../../src/devnet/index.js';
 import { createChainClient, type ChainClient } from '../../src/platform/chain.js';
+import { ManualClock } from '../../src/platform/clock.js';
 import { createTestApp, json, type TestApp } from '../helpers/app.js';
 import { HUGE_DECIMALS, placeHugeDecimalsToken } from '../helpers/odd-token.js';
 import { testDialect } from '../helpers/db.js';
@@ -37,7 +38,9 @@ const usdcTransfer = (to: number, micro: bigint) => ({ to: USDC_ADDRESS as Addre
 beforeAll(async () => {
   devnet = await startDevnet();
   chain = createChainClient({ rpcUrls: [devnet.rpcUrl], rpcTimeoutMs: 5000 });
-  t = await createTestApp({ config: { rpcUrls: [devnet.rpcUrl], minConfirmations: 1 } });
+  // The operator CLI runs on the wall clock, and refuses a policy whose pilot access has ended on
+  // it: the service's clock starts at the real time, as in production.
+  t = await createTestApp({ clock: new ManualClock(new Date()), config: { rpcUrls: [devnet.rpcUrl], minConfirmations: 1 } });
   dir = mkdtempSync(join(tmpdir(), 'paywarden-evidence-e2e-'));
 }, 120_000);
 
