@@ -129,7 +129,7 @@ describe('replaying one payment authorization', () => {
  */
 describe('a retry verified after the original settled', () => {
   let held: Stack;
-  type Stack = { stack: PaidStack; verifies: number; hold: Array<Promise<void>>; close(): Promise<void> };
+  type Stack = { stack: PaidStack; proxyUrl: string; verifies: number; hold: Array<Promise<void>>; close(): Promise<void> };
   beforeAll(async () => {
     const state = { verifies: 0, hold: [] as Array<Promise<void>> };
     const proxy = await startHttpProxy(s.devnet.facilitatorUrl, async (req, forward) => {
@@ -139,6 +139,7 @@ describe('a retry verified after the original settled', () => {
     const stack = await startPaidStack({ devnet: s.devnet, database: s.t.database, config: { facilitatorUrl: proxy.url } });
     held = Object.assign(state, {
       stack,
+      proxyUrl: proxy.url,
       async close() {
         await stack.close();
         await proxy.close();
@@ -183,5 +184,39 @@ describe('a retry verified after the original settled', () => {
     expect(body).toEqual(report);
     expect(await s.balanceOf(s.payTo)).toBe(payee0 + QUICK_PRICE);
     expect(await s.balanceOf(payer)).toBe(payer0 - QUICK_PRICE);
+  });
+
+  it('a retry whose own verify gets no answer in time still gets the report the original bought', async () => {
+    // Another instance on the same database and facilitator proxy, with a short facilitator timeout.
+    const impatient = await startPaidStack({ devnet: s.devnet, database: s.t.database, config: { facilitatorUrl: held.proxyUrl, facilitatorTimeoutMs: 3000 } });
+    let releaseRetry!: () => void;
+    try {
+      const payer = addressOf(7);
+      const url = `${impatient.url}/api/quick-check`;
+      const sig = await signPayment(impatient, 7, url);
+      const [payee0, payer0] = [await s.balanceOf(s.payTo), await s.balanceOf(payer)];
+      let releaseOriginal!: () => void;
+      held.verifies = 0;
+      held.hold = [new Promise((r) => (releaseOriginal = r)), new Promise((r) => (releaseRetry = r))];
+
+      const original = fetch(url, { headers: { 'payment-signature': sig } });
+      await eventually(async () => held.verifies >= 1, 'the original at the facilitator');
+      const retry = fetch(url, { headers: { 'payment-signature': sig } });
+      await eventually(async () => held.verifies >= 2, 'the retry at the facilitator');
+      releaseOriginal();
+      const first = await original;
+      expect(first.status).toBe(200);
+      const report = await first.json();
+      // The retry's verify is held past the timeout: the facilitator never answers it.
+      const second = await retry;
+      const body = await second.json();
+      expect(second.status, JSON.stringify(body)).toBe(200);
+      expect(body).toEqual(report);
+      expect(await s.balanceOf(s.payTo)).toBe(payee0 + QUICK_PRICE);
+      expect(await s.balanceOf(payer)).toBe(payer0 - QUICK_PRICE);
+    } finally {
+      releaseRetry?.();
+      await impatient.close();
+    }
   });
 });

@@ -133,14 +133,26 @@ export class PaidReports {
     const existing = await this.guardStorage(() => this.store.byAuth(payment.authId));
     if (existing) return this.resumePurchase(reply, existing, path, inputDigest, payment.digest);
 
-    const gate = await this.deps.gateway.gate(request, signature);
+    // A copy of this request (a client's retry, or the same request at another instance) may have
+    // stored and settled this authorization while this one was at the facilitator, which then
+    // refuses it as used, or does not answer in time. That payment bought this report: deliver
+    // it, never ask for another payment or say that nothing was charged.
+    const meanwhile = async () => {
+      const row = await this.guardStorage(() => this.store.byAuth(payment.authId));
+      return row && this.resumePurchase(reply, row, path, inputDigest, payment.digest);
+    };
+    let gate: GateResult;
+    try {
+      gate = await this.deps.gateway.gate(request, signature);
+    } catch (err) {
+      if (!(err instanceof AppError && err.code === 'upstream_unavailable')) throw err;
+      const delivered = await meanwhile();
+      if (delivered) return delivered;
+      throw err;
+    }
     if (gate.kind === 'respond') {
-      // A copy of this request (a client's retry, or the same request at another instance) may
-      // have stored and settled this authorization while this one was at the facilitator, which
-      // then refuses it as used. That payment bought this report: deliver it, never ask for
-      // another payment.
-      const meanwhile = await this.guardStorage(() => this.store.byAuth(payment.authId));
-      if (meanwhile) return this.resumePurchase(reply, meanwhile, path, inputDigest, payment.digest);
+      const delivered = await meanwhile();
+      if (delivered) return delivered;
       return this.sendGate(def, gate, true);
     }
     const fromBlock = await this.deps.chain.getBlockNumber({ cacheTime: 0 }).catch(() => {
