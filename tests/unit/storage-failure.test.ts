@@ -16,6 +16,7 @@ describe('isStorageFailure: 503 for the storage failing, 500 for a defect', () =
     ['PostgreSQL serialization failure (40001)', pgError('40001')],
     ['PostgreSQL too many connections (53300)', pgError('53300')],
     ['PostgreSQL lock not available (55P03)', pgError('55P03')],
+    ['PostgreSQL idle-in-transaction session ended (25P03)', pgError('25P03')],
     ['SQLite busy', sqliteError('SQLITE_BUSY')],
     ['SQLite I/O error', sqliteError('SQLITE_IOERR_WRITE')],
     ['SQLite disk full', sqliteError('SQLITE_FULL')],
