@@ -59,6 +59,22 @@ describe.skipIf(testDialect !== 'postgres')('PostgreSQL session limits', () => {
     }
   });
 
+  it("keeps its session settings when the URL brings options of its own, which still apply", async () => {
+    const url = new URL(t.database.url);
+    url.searchParams.set('options', '-c statement_timeout=12345 -c application_name=operator');
+    const db = await openDatabase(url.toString(), { pgSchema: t.database.pgSchema! });
+    try {
+      const show = async (name: string) => (await sql<Record<string, string>>`${sql.raw(`show ${name}`)}`.execute(db.db)).rows[0]![name];
+      expect(await show('lock_timeout')).toBe('10s');
+      expect(await show('idle_in_transaction_session_timeout')).toBe('5s');
+      expect(await show('default_transaction_isolation')).toBe('read committed');
+      expect(await show('statement_timeout')).toBe('12345ms');
+      expect(await show('search_path')).toBe(t.database.pgSchema);
+    } finally {
+      await db.close();
+    }
+  });
+
   it('a lock held past the lock timeout answers 503 storage_unavailable, then decisions go on', async () => {
     const strict = await sharedDatabase(t.database, { pgLockTimeoutMs: 300 });
     const s = await createTestApp({ database: strict });

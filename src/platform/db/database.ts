@@ -279,8 +279,9 @@ function withStatementCache(sqlite: SQLite.Database, syncFailed: () => Error | u
 }
 
 function openPostgres(url: string, opts: DatabaseOptions): Database {
+  const { connectionString, operatorOptions } = withoutOptions(url);
   const pool = new pg.Pool({
-    connectionString: url,
+    connectionString,
     max: opts.poolSize ?? 10,
     connectionTimeoutMillis: 5000,
     // Names the service's connections in pg_stat_activity (and a test's, by its schema).
@@ -292,6 +293,9 @@ function openPostgres(url: string, opts: DatabaseOptions): Database {
       `-c lock_timeout=${opts.pgLockTimeoutMs ?? PG_LOCK_TIMEOUT_MS}`,
       `-c idle_in_transaction_session_timeout=${opts.pgIdleInTransactionMs ?? PG_IDLE_IN_TRANSACTION_MS}`,
       ...(opts.pgSchema ? [`-c search_path=${opts.pgSchema}`] : []),
+      // node-postgres would let either replace all of the above; appended, they only override
+      // what they name.
+      ...operatorOptions,
     ].join(' '),
   });
   // A dropped idle connection must not crash the process; the next query reconnects.
@@ -304,6 +308,26 @@ function openPostgres(url: string, opts: DatabaseOptions): Database {
       await sql`select 1`.execute(db);
     },
     close: () => db.destroy(),
+  };
+}
+
+/**
+ * The URL without its `options` parameter, and the operator's own session options: PGOPTIONS,
+ * then the URL's (a hosted database's endpoint, say), in the order PostgreSQL should apply them.
+ */
+function withoutOptions(url: string): { connectionString: string; operatorOptions: string[] } {
+  const env = process.env.PGOPTIONS?.trim();
+  let parsed: URL | undefined;
+  try {
+    parsed = new URL(url);
+  } catch {
+    parsed = undefined; // node-postgres reads forms the URL class does not; it gets them as they are
+  }
+  const fromUrl = parsed?.searchParams.get('options')?.trim();
+  if (parsed && fromUrl !== undefined) parsed.searchParams.delete('options');
+  return {
+    connectionString: parsed && fromUrl !== undefined ? parsed.toString() : url,
+    operatorOptions: [env, fromUrl].filter((o): o is string => !!o),
   };
 }
 
