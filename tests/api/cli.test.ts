@@ -44,8 +44,9 @@ describe.skipIf(testDialect !== 'sqlite')('operator CLI', () => {
     await t.close();
   });
 
-  const read = async () =>
-    json(await t.app.inject({ method: 'GET', url: `/api/spendpolicy/policies/${policy.policyId}`, headers: { authorization: `Bearer ${policy.adminKey}` } }));
+  const get = (p: { policyId: string; adminKey: string }) =>
+    t.app.inject({ method: 'GET', url: `/api/spendpolicy/policies/${p.policyId}`, headers: { authorization: `Bearer ${p.adminKey}` } });
+  const read = async () => json(await get(policy));
 
   it('turns direct checks on and off for a policy', async () => {
     expect((await read()).directChecks).toBe(false);
@@ -93,8 +94,6 @@ describe.skipIf(testDialect !== 'sqlite')('operator CLI', () => {
     lines.length = 0;
     expect(await cli('purge')).toBe(0);
     expect(JSON.parse(lines[0]!)).toEqual({ leads: 0, policies: 1, orders: 0 });
-    const get = (p: { policyId: string; adminKey: string }) =>
-      t.app.inject({ method: 'GET', url: `/api/spendpolicy/policies/${p.policyId}`, headers: { authorization: `Bearer ${p.adminKey}` } });
     expect((await get(old)).statusCode).toBe(410);
     // Its switch is still refused once its data is purged; the current policy is untouched.
     expect(await cli('policy', 'direct-checks', old.policyId, 'off')).toBe(1);

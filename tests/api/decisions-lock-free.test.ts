@@ -3,11 +3,11 @@ import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DecisionService, type DecisionOutcome } from '../../src/features/spend-policy/decisions.js';
 import { PolicyStore } from '../../src/features/spend-policy/policies.js';
-import { openDatabase, type Database } from '../../src/platform/db/database.js';
+import type { Database } from '../../src/platform/db/database.js';
 import { hashKey } from '../../src/platform/keys.js';
 import { ReceiptSigner } from '../../src/platform/receipts.js';
 import { ADDR } from '../helpers/app.js';
-import { createTestDatabase, testDialect, type TestDatabase } from '../helpers/db.js';
+import { createTestDatabase, sharedDatabase, testDialect, type TestDatabase } from '../helpers/db.js';
 
 // On PostgreSQL a batch of decisions is first decided from a read taken without the policies'
 // locks, and stored only if, under the locks, everything it read is unchanged (migration 0008).
@@ -28,7 +28,7 @@ describe.skipIf(testDialect !== 'postgres')('PostgreSQL decisions without locks,
 
   beforeAll(async () => {
     a = await createTestDatabase();
-    bDatabase = await openDatabase(a.url, { pgSchema: a.pgSchema! });
+    bDatabase = await sharedDatabase(a);
     const signer = ReceiptSigner.fromPrivateKey(generateKeyPairSync('ed25519').privateKey);
     serviceA = new DecisionService(a, signer, 3600);
     serviceB = new DecisionService(bDatabase, signer, 3600);
