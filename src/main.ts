@@ -36,8 +36,8 @@ async function main(): Promise<void> {
     // request has by design is a paid report's: its verify, its chain read and its settle, each
     // bounded by its timeout. Past those and a margin, connections still open (a client that
     // stopped sending) are closed, so the process always ends. A paid request cut off even so
-    // had its report stored before its settle began: replaying its PAYMENT-SIGNATURE delivers it
-    // without another charge.
+    // either charged nothing or had its report stored before its settle began: replaying its
+    // PAYMENT-SIGNATURE delivers it, never charging again.
     const deadline = setTimeout(() => app.server.closeAllConnections(), shutdownDeadlineMs(config));
     await app.close();
     clearTimeout(deadline);
