@@ -411,6 +411,35 @@ describe('protected policies', () => {
       expect((await getPolicy(t, p.policyId, bearer(p.adminKey))).body).not.toContain(fresh.agentKey);
     });
 
+    it('two rotations at once: one answers a key, which works; the other is 409, never a dead key', async () => {
+      // Both requests read the policy before either writes (the spy only orders their steps).
+      const p = await createPolicy(t);
+      const real = PolicyStore.prototype.rotateAgentKey;
+      let arrived = 0;
+      let bothRead!: () => void;
+      const ready = new Promise<void>((resolve) => (bothRead = resolve));
+      const spy = vi.spyOn(PolicyStore.prototype, 'rotateAgentKey').mockImplementation(async function (this: PolicyStore, row, now) {
+        if (++arrived === 2) bothRead();
+        await ready;
+        return real.call(this, row, now);
+      });
+      let answers;
+      try {
+        answers = await Promise.all([rotateAgentKey(t, p.policyId, p.adminKey), rotateAgentKey(t, p.policyId, p.adminKey)]);
+      } finally {
+        spy.mockRestore();
+      }
+      expect(answers.map((r) => r.statusCode).sort()).toEqual([200, 409]);
+      expectProblem(answers.find((r) => r.statusCode === 409)!, 409, 'conflict');
+      const winner = json(answers.find((r) => r.statusCode === 200)!).agentKey as string;
+      expect((await decide(t, { policyId: p.policyId, agentKey: winner }, { amount: '1' })).decision.decision).toBe('APPROVE');
+      expectProblem(await decideRaw(t, p, { amount: '1' }), 404, 'not_found');
+      // The administrator who got 409 rotates again and gets a key of their own.
+      const again = await rotateAgentKey(t, p.policyId, p.adminKey);
+      expect(again.statusCode, again.body).toBe(200);
+      expect((await decide(t, { policyId: p.policyId, agentKey: json(again).agentKey as string }, { amount: '1' })).decision.decision).toBe('APPROVE');
+    });
+
     it('needs the admin key of that policy', async () => {
       const p = await createPolicy(t);
       const other = await createPolicy(t);

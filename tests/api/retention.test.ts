@@ -1,5 +1,7 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createHash } from 'node:crypto';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { purgeExpired } from '../../src/features/maintenance.js';
+import { PolicyStore } from '../../src/features/spend-policy/policies.js';
 import { createTestApp, json, type TestApp } from '../helpers/app.js';
 import { expectProblem } from '../helpers/problems.js';
 import {
@@ -163,5 +165,48 @@ describe('pilot policy retention', () => {
       expectProblem(await readDecision(t, id, bearer(agentKey)), 410, 'expired');
       expectProblem(await approve(t, id, p.adminKey), 410, 'expired');
     }
+  });
+});
+
+describe('a change read before a purge and written after it', () => {
+  let t: TestApp;
+  beforeAll(async () => {
+    t = await createTestApp();
+  });
+  afterAll(async () => {
+    await t.close();
+  });
+
+  /**
+   * The purge (the CLI, or another instance whose clock is a little ahead) runs between a
+   * request's read of the policy, which it passed a second before expiry, and its write. The
+   * write must not land on the purged row: it answers 410, and the tombstone keeps no rules,
+   * revision bump or new agent key. The spy only orders the steps; the real write runs.
+   */
+  it.each([
+    ['PUT', 'replace', (c: Created) => putPolicy(t, c.policyId, { policy: rules({ dailyBudget: '500' }), name: 'revived' }, bearer(c.adminKey))],
+    ['agent-key rotation', 'rotateAgentKey', (c: Created) => rotateAgentKey(t, c.policyId, c.adminKey)],
+  ] as const)('%s answers 410 and writes nothing', async (_name, method, call) => {
+    t.clock.set(START);
+    const c = await createPolicy(t);
+    const expiry = Date.parse(c.accessExpiresAt as string);
+    t.clock.set(new Date(expiry - 1000));
+    const real = PolicyStore.prototype[method] as (...args: unknown[]) => Promise<unknown>;
+    const spy = vi.spyOn(PolicyStore.prototype, method).mockImplementation(async function (this: PolicyStore, ...args: unknown[]) {
+      expect((await purgeExpired(t.database, new Date(expiry + 1000))).policies).toBe(1);
+      return real.apply(this, args);
+    } as never);
+    let res: Res;
+    try {
+      res = await call(c);
+    } finally {
+      spy.mockRestore();
+    }
+    expectProblem(res, 410, 'expired');
+    const row = await t.database.db.selectFrom('policies').selectAll().where('id', '=', c.policyId).executeTakeFirstOrThrow();
+    expect(Number(row.revision)).toBe(1);
+    expect(row).toMatchObject({ rules: '{}', name: '', agent_key_hash: createHash('sha256').update(c.agentKey).digest('hex') });
+    expect(row.purged_at).not.toBeNull();
+    expectProblem(await getPolicy(t, c.policyId, bearer(c.adminKey)), 410, 'expired');
   });
 });

@@ -1,6 +1,6 @@
-import { sql } from 'kysely';
+import { sql, type UpdateQueryBuilder } from 'kysely';
 import type { Database } from '../../platform/db/database.js';
-import type { PoliciesTable } from '../../platform/db/schema.js';
+import type { DB, PoliciesTable } from '../../platform/db/schema.js';
 import type { Tx } from '../../platform/db/tx.js';
 import { AppError, type ErrorCode } from '../../platform/errors.js';
 import { newId } from '../../platform/ids.js';
@@ -89,6 +89,11 @@ export function authorizePolicy(row: PolicyRow | undefined, key: { kind: KeyKind
   return row;
 }
 
+/** An update of a policy row limited to a policy that is still accessible at `now` (not purged, access not ended). */
+function live<O>(q: UpdateQueryBuilder<DB, 'policies', 'policies', O>, now: Date): UpdateQueryBuilder<DB, 'policies', 'policies', O> {
+  return q.where('purged_at', 'is', null).where('access_expires_at', '>', now.toISOString());
+}
+
 export class PolicyStore {
   constructor(private readonly database: Database) {}
 
@@ -144,27 +149,41 @@ export class PolicyStore {
     };
     let q = this.database.db.updateTable('policies').set(next).where('id', '=', row.id);
     if (expectedRevision !== undefined) q = q.where('revision', '=', expectedRevision);
+    // Never onto a policy that was purged (or whose access ended) after it was read: the purge
+    // has emptied its rules and deleted its decisions, and the policy answers 410 from then on.
+    q = live(q, now);
     // The row as this update left it: reading it again afterwards could return another
     // administrator's later change, with its revision as this answer's ETag.
     return q.returningAll().executeTakeFirst();
   }
 
-  async rotateAgentKey(policyId: string, now: Date): Promise<string> {
+  /**
+   * A new agent key in place of the one `row` holds, or undefined when the key was replaced (or
+   * the policy purged) since `row` was read. A compare-and-set: two rotations racing would
+   * otherwise both answer a key, and the one written first would never work.
+   */
+  async rotateAgentKey(row: PolicyRow, now: Date): Promise<string | undefined> {
     const agentKey = generateKey('agent');
-    await this.database.db
-      .updateTable('policies')
-      .set({ agent_key_hash: hashKey(agentKey), updated_at: now.toISOString() })
-      .where('id', '=', policyId)
-      .execute();
-    return agentKey;
+    const res = await live(
+      this.database.db
+        .updateTable('policies')
+        .set({ agent_key_hash: hashKey(agentKey), updated_at: now.toISOString() })
+        .where('id', '=', row.id)
+        .where('agent_key_hash', '=', row.agent_key_hash),
+      now,
+    ).executeTakeFirst();
+    return Number(res.numUpdatedRows) === 1 ? agentKey : undefined;
   }
 
+  /** False when the policy does not exist, was purged, or its access has ended. */
   async setDirectChecks(policyId: string, on: boolean, now: Date): Promise<boolean> {
-    const res = await this.database.db
-      .updateTable('policies')
-      .set({ direct_checks: on ? 1 : 0, updated_at: now.toISOString() })
-      .where('id', '=', policyId)
-      .executeTakeFirst();
+    const res = await live(
+      this.database.db
+        .updateTable('policies')
+        .set({ direct_checks: on ? 1 : 0, updated_at: now.toISOString() })
+        .where('id', '=', policyId),
+      now,
+    ).executeTakeFirst();
     return Number(res.numUpdatedRows) === 1;
   }
 

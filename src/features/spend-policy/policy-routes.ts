@@ -41,6 +41,17 @@ export const policyRoutes: FastifyPluginAsyncTypebox<AppDeps & { decisions: Deci
     const key = checkKey(authorization, adminOnly);
     return authorizePolicy(await store.get(policyId), key, deps.clock.now());
   };
+  /**
+   * After a write that matched no row: the policy was purged, or its access ended, since it was
+   * read (410, as every later request will hear), or else what `conflict` describes happened.
+   */
+  const unwritten = async (policyId: string, conflict: AppError): Promise<never> => {
+    const now = await store.get(policyId);
+    if (!now || now.purged_at || deps.clock.now().toISOString() >= now.access_expires_at) {
+      throw new AppError('expired', 'protected-policy access has expired');
+    }
+    throw conflict;
+  };
 
   app.post(
     '/api/spendpolicy/policies',
@@ -98,8 +109,9 @@ export const policyRoutes: FastifyPluginAsyncTypebox<AppDeps & { decisions: Deci
     async (request, reply) => {
       const expected = ifMatchRevision(request.headers['if-match']);
       const row = await adminPolicy(request.params.policyId, request.headers.authorization);
-      const updated = await store.replace(row, request.body, expected, deps.clock.now());
-      if (!updated) throw new AppError('precondition_failed', `the policy is no longer at revision ${expected}; read it again`);
+      const updated =
+        (await store.replace(row, request.body, expected, deps.clock.now())) ??
+        (await unwritten(row.id, new AppError('precondition_failed', `the policy is no longer at revision ${expected}; read it again`)));
       reply.header('etag', `"${updated.revision}"`);
       return toPolicy(updated);
     },
@@ -130,14 +142,19 @@ export const policyRoutes: FastifyPluginAsyncTypebox<AppDeps & { decisions: Deci
       schema: {
         tags: ['spend-policy'],
         summary: 'Replace the agent key (admin key); the old one stops working at once',
+        description:
+          'Answers 409 when another request replaced the agent key after this one read the policy: the key that request answered is the one in force. Rotate again for a key of your own (which ends that one).',
         security: adminSecurity,
         params: Params,
-        response: { 200: AgentKeyResponse, ...problems(400, 401, 404, 410, 413, 415) },
+        response: { 200: AgentKeyResponse, ...problems(400, 401, 404, 409, 410, 413, 415) },
       },
     },
     async (request) => {
       const row = await adminPolicy(request.params.policyId, request.headers.authorization);
-      return { policyId: row.id, agentKey: await store.rotateAgentKey(row.id, deps.clock.now()) };
+      const agentKey =
+        (await store.rotateAgentKey(row, deps.clock.now())) ??
+        (await unwritten(row.id, new AppError('conflict', 'another request replaced the agent key at the same time; its key is the one in force (rotate again for a new one)')));
+      return { policyId: row.id, agentKey };
     },
   );
 };
