@@ -85,6 +85,14 @@ describe('checkAgainstIntent', () => {
     expect(checkAgainstIntent(named, { to: USDC_ADDRESS, data: transfer(BOB, 2_000_000n) }).match).toBe(false);
   });
 
+  it('reads calldata in upper-case hex as the same transfer, so its mismatches still show', () => {
+    const upper = (hex: string) => `0x${hex.slice(2).toUpperCase()}`;
+    expect(checkAgainstIntent(intent, { to: USDC_ADDRESS, data: upper(transfer(BOB, 1_500_000n)) })).toEqual({ kind: 'usdc-transfer', match: true, mismatches: [] });
+    const wrong = checkAgainstIntent(intent, { to: USDC_ADDRESS, data: upper(transfer(ALICE, 2_000_000n)) });
+    expect(wrong).toMatchObject({ kind: 'usdc-transfer', match: false });
+    expect(wrong.mismatches.map((m) => m.field)).toEqual(['recipient', 'amount']);
+  });
+
   it('anything else is "other" with match null: another contract, native value, other calldata', () => {
     for (const input of [{ to: BOB, data: transfer(BOB, 1_500_000n) }, { to: USDC_ADDRESS, valueWei: '1', data: transfer(BOB, 1_500_000n) }, { to: USDC_ADDRESS, data: '0x095ea7b3' }, { to: USDC_ADDRESS }]) {
       expect(checkAgainstIntent(intent, input)).toEqual({ kind: 'other', match: null, mismatches: [] });

@@ -117,7 +117,8 @@ export function checkAgainstIntent(intent: Intent, input: { to: string; from?: s
   if (input.to.toLowerCase() !== USDC_ADDRESS.toLowerCase() || !input.data || (input.valueWei && BigInt(input.valueWei) !== 0n)) return other;
   let args: readonly [string, bigint];
   try {
-    const decoded = decodeFunctionData({ abi: transferAbi, data: input.data as Hex });
+    // Hex in any case is the same input (its digest is of the lower-case form); viem matches selectors in lower case only.
+    const decoded = decodeFunctionData({ abi: transferAbi, data: input.data.toLowerCase() as Hex });
     args = decoded.args;
   } catch {
     return other;
