@@ -1,5 +1,6 @@
 import swagger from '@fastify/swagger';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
+import { pino } from 'pino';
 import Fastify, { type FastifyInstance, type FastifyRequest, type FastifyServerOptions } from 'fastify';
 import type { Config } from './config.js';
 import type { Clock } from './platform/clock.js';
@@ -41,14 +42,15 @@ export interface AppDeps {
 export type App = FastifyInstance;
 
 /**
- * A URL as a log line may show it. Keys travel in headers or bodies, but a caller who puts one in
- * a URL by mistake (`?key=sgp_admin_…`, a key pasted where a policy id goes) must not find it in
- * the logs: every run of 43 or more base64url characters (the length of a key's secret part, so
- * every admin, agent and recovery key) is replaced, except 0x-prefixed hex, which is public
- * (addresses, transaction hashes). Identifiers the service issues are shorter.
+ * Text a log line may show: a URL, a message. Keys travel in headers or bodies, but a caller who
+ * puts one where it does not belong (`?key=sgp_admin_…`, a key pasted where a policy id goes, a
+ * key as a member name, which a validation message names) must not find it in the logs: every
+ * run of 43 or more base64url characters (the length of a key's secret part, so every admin,
+ * agent and recovery key) is replaced, except 0x-prefixed hex, which is public (addresses,
+ * transaction hashes). Identifiers the service issues are shorter.
  */
-export function urlForLog(url: string): string {
-  return url.replace(KEY_LIKE, (run) => (PUBLIC_HEX.test(run) ? run : '[redacted]'));
+export function redactKeys(text: string): string {
+  return text.replace(KEY_LIKE, (run) => (PUBLIC_HEX.test(run) ? run : '[redacted]'));
 }
 const KEY_LIKE = /[A-Za-z0-9_-]{43,}/g;
 const PUBLIC_HEX = /^0x[0-9a-fA-F]+$/;
@@ -59,14 +61,25 @@ export function loggerOptions(config: Config, destination?: NodeJS.WritableStrea
     level: config.logLevel,
     redact: ['req.headers.authorization', 'req.headers["payment-signature"]', 'req.headers["recovery-key"]'],
     serializers: {
-      // Fastify's own request serializer, with the URL passed through urlForLog.
+      // Fastify's own request serializer, with the URL redacted.
       req: (req: FastifyRequest) => ({
         method: req.method,
-        url: urlForLog(req.url),
+        url: redactKeys(req.url),
         host: req.host,
         remoteAddress: req.ip,
         remotePort: req.socket?.remotePort,
       }),
+      // pino's error serializer, with the message and stack redacted (an error may quote input).
+      err: (err: Error) => {
+        const out = pino.stdSerializers.err(err);
+        return { ...out, message: redactKeys(out.message), ...(out.stack ? { stack: redactKeys(out.stack) } : {}) };
+      },
+    },
+    // Every message is redacted too: messages quote what a caller sent (a member name, a path).
+    hooks: {
+      logMethod(this: unknown, args: unknown[], method: (...a: unknown[]) => void) {
+        method.apply(this, args.map((a) => (typeof a === 'string' ? redactKeys(a) : a)));
+      },
     },
     ...(destination ? { stream: destination } : {}),
   };

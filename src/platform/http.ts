@@ -183,7 +183,13 @@ export function installErrorHandling(app: FastifyInstance): void {
     // Fastify reads the body even for an unknown route; what the caller needs to hear is that the
     // route does not exist, not that its body was malformed, too large or of the wrong type.
     if (request.is404 && appErr.status < 500 && appErr.status !== 429) appErr = notFound(request);
-    if (appErr.status >= 500) request.log.error({ err }, 'request failed');
+    // An unexpected error (a bug, a database failure), or an answer with a cause behind it (an RPC
+    // or storage failure), is logged with its stack. A 5xx the service answers on purpose and
+    // with nothing behind it (direct checks off, paid reports not configured, shutting down) is a
+    // warning: any caller can provoke one, and it must not flood the error log with stacks.
+    const deliberate = err instanceof AppError && err.cause === undefined;
+    if (appErr.status >= 500 && !deliberate) request.log.error({ err }, 'request failed');
+    else if (appErr.status >= 500) request.log.warn({ code: appErr.code }, appErr.message);
     else request.log.info({ code: appErr.code }, appErr.message);
     return sendProblem(reply, request, appErr);
   });

@@ -1,7 +1,7 @@
 import { PassThrough } from 'node:stream';
 import type { InjectOptions } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { loggerOptions, urlForLog } from '../../src/app.js';
+import { loggerOptions, redactKeys } from '../../src/app.js';
 import { testConfig } from '../../src/config.js';
 import { ADDR, createTestApp, json, type TestApp } from '../helpers/app.js';
 import { bearer, createPolicy, decide, DECISIONS, POLICIES, type Created } from '../helpers/policies.js';
@@ -35,6 +35,11 @@ describe('log lines never hold a key', () => {
       { method: 'GET', url: `${POLICIES}/${p.adminKey}` },
       { method: 'POST', url: `/api/orders/recover?key=${order.key}`, payload: { id: order.id, key: order.key } },
       { method: 'GET', url: `/api/nowhere/${order.key.slice('ork_'.length)}` },
+      // ... and where an error message would quote it: a query parameter's name, a body member's
+      // name, an unknown route's path with a malformed body
+      { method: 'GET', url: `${POLICIES}/${p.policyId}/decisions?${p.agentKey}`, headers: bearer(p.adminKey) },
+      { method: 'POST', url: '/api/pilot-leads', payload: { email: 'a@example.com', company: 'c', monthlyDecisions: 'not-sure', needs: '0123456789', [p.agentKey]: 1 } },
+      { method: 'POST', url: `/api/spendpolicy/policy/${p.adminKey}`, headers: { 'content-type': 'application/json' }, payload: '{bad' },
     ];
     for (const a of attempts) {
       // Whatever the answer (the paid route cannot reach its facilitator here: 503), never a 500.
@@ -42,6 +47,12 @@ describe('log lines never hold a key', () => {
     }
     await decide(t, p, { amount: '1', recipient: ADDR.alice });
 
+    // The paid route's 503 (no PAY_TO here) is answered on purpose: a warning with its code, no
+    // stack; nothing above was unexpected, so nothing is logged as an error.
+    const parsed = lines.map((l) => JSON.parse(l) as { level: number; code?: string; err?: unknown });
+    expect(parsed.filter((l) => l.level >= 50)).toEqual([]);
+    expect(parsed.find((l) => l.code === 'payments_unavailable')).toMatchObject({ level: 40 });
+    expect(parsed.find((l) => l.code === 'payments_unavailable')).not.toHaveProperty('err');
     const log = lines.join('\n');
     for (const secret of [p.adminKey, p.agentKey, order.key]) {
       expect(log).not.toContain(secret);
@@ -57,9 +68,9 @@ describe('log lines never hold a key', () => {
 
   it('addresses and transaction hashes in a URL stay readable', () => {
     const hash = `0x${'ab'.repeat(32)}`;
-    expect(urlForLog(`/api/token-coverage?token=${ADDR.mixedCase}&tx=${hash}`)).toBe(`/api/token-coverage?token=${ADDR.mixedCase}&tx=${hash}`);
-    expect(urlForLog(`/x?cursor=123&id=sgp_${'0'.repeat(32)}`)).toBe(`/x?cursor=123&id=sgp_${'0'.repeat(32)}`);
-    expect(urlForLog(`/x/${'A'.repeat(42)}`)).toBe(`/x/${'A'.repeat(42)}`);
-    expect(urlForLog(`/x/${'A'.repeat(43)}/y`)).toBe('/x/[redacted]/y');
+    expect(redactKeys(`/api/token-coverage?token=${ADDR.mixedCase}&tx=${hash}`)).toBe(`/api/token-coverage?token=${ADDR.mixedCase}&tx=${hash}`);
+    expect(redactKeys(`/x?cursor=123&id=sgp_${'0'.repeat(32)}`)).toBe(`/x?cursor=123&id=sgp_${'0'.repeat(32)}`);
+    expect(redactKeys(`/x/${'A'.repeat(42)}`)).toBe(`/x/${'A'.repeat(42)}`);
+    expect(redactKeys(`/x/${'A'.repeat(43)}/y`)).toBe('/x/[redacted]/y');
   });
 });
