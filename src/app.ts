@@ -6,7 +6,7 @@ import type { Config } from './config.js';
 import type { Clock } from './platform/clock.js';
 import type { Database } from './platform/db/database.js';
 import { installCors } from './platform/cors.js';
-import { BODY_LIMIT, frameworkError, genReqId, HTTP_OPTIONS, installErrorHandling, installValidators } from './platform/http.js';
+import { BODY_LIMIT, clientError, frameworkError, refuseConnect, genReqId, HTTP_OPTIONS, installErrorHandling, installValidators } from './platform/http.js';
 import { openApiOptions } from './platform/openapi.js';
 import type { RateLimiter } from './platform/rate-limit.js';
 import { catalogueRoutes } from './features/catalogue/routes.js';
@@ -94,9 +94,11 @@ export async function buildApp(deps: AppDeps): Promise<App> {
     trustProxy: deps.config.trustProxy.length ? deps.config.trustProxy : false,
     routerOptions: { ignoreTrailingSlash: true },
     frameworkErrors: frameworkError,
+    clientErrorHandler: clientError,
     ...HTTP_OPTIONS,
   }).withTypeProvider<TypeBoxTypeProvider>();
 
+  app.server.on('connect', refuseConnect.bind(app));
   installValidators(app);
   installErrorHandling(app);
   installCors(app);

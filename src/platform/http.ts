@@ -1,5 +1,7 @@
 import { isUtf8 } from 'node:buffer';
 import { randomUUID } from 'node:crypto';
+import { STATUS_CODES } from 'node:http';
+import type { Duplex } from 'node:stream';
 import Ajv, { type Options, type ValidateFunction } from 'ajv';
 import addFormats from 'ajv-formats';
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest, onSendHookHandler } from 'fastify';
@@ -194,6 +196,46 @@ export function installErrorHandling(app: FastifyInstance): void {
     return sendProblem(reply, request, appErr);
   });
   app.setNotFoundHandler((request, reply) => sendProblem(reply, request, notFound(request)));
+}
+
+/**
+ * Requests Node's HTTP parser refuses before Fastify sees them (a malformed request line or
+ * Content-Length, a control byte in a header, an unknown method, headers over 16 KiB, a request
+ * not sent whole within HTTP_OPTIONS.requestTimeout) get a problem body like any other error,
+ * instead of Fastify's default JSON, and the connection is closed (the parser cannot go on).
+ */
+export function clientError(this: FastifyInstance, err: NodeJS.ErrnoException, socket: Duplex): void {
+  if (err.code === 'ECONNRESET' || socket.destroyed) return;
+  const appErr =
+    err.code === 'ERR_HTTP_REQUEST_TIMEOUT'
+      ? new AppError('request_timeout', `send the whole request within ${HTTP_OPTIONS.requestTimeout / 1000} s`)
+      : err.code === 'HPE_HEADER_OVERFLOW'
+        ? new AppError('headers_too_large', 'the request line and headers are limited to 16 KiB')
+        : new AppError('invalid_request', `the request is not valid HTTP/1.1${err.code?.startsWith('HPE_') ? ` (${err.code})` : ''}`);
+  const requestId = genReqId();
+  this.log.info({ reqId: requestId, code: appErr.code, reason: err.code }, appErr.message);
+  // Never into the middle of an answer already under way on this connection.
+  const answering = (socket as { _httpMessage?: { headersSent?: boolean } })._httpMessage?.headersSent;
+  if (socket.writable && !answering) writeRawProblem(socket, appErr, requestId);
+  socket.destroy();
+}
+
+/**
+ * A CONNECT request (a proxy tunnel) is no route of this service; without this Node closes the
+ * connection without a word.
+ */
+export function refuseConnect(this: FastifyInstance, _request: unknown, socket: Duplex): void {
+  const requestId = genReqId();
+  if (socket.writable) writeRawProblem(socket, new AppError('method_not_allowed', 'CONNECT is not supported: this is not a proxy'), requestId);
+  socket.destroy();
+}
+
+function writeRawProblem(socket: Duplex, err: AppError, requestId: string): void {
+  const body = JSON.stringify(problemBody(err, requestId));
+  socket.write(
+    `HTTP/1.1 ${err.status} ${STATUS_CODES[err.status]}\r\ncontent-type: ${PROBLEM_CONTENT_TYPE}\r\ncontent-length: ${Buffer.byteLength(body)}\r\n` +
+      `x-request-id: ${requestId}\r\nconnection: close\r\n\r\n${body}`,
+  );
 }
 
 /**

@@ -1,0 +1,79 @@
+import { connect } from 'node:net';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createTestApp, type TestApp } from '../helpers/app.js';
+
+/** Sends raw bytes on a new connection and resolves with everything the server wrote before it closed. */
+function raw(port: number, bytes: string): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const socket = connect(port, '127.0.0.1', () => socket.write(bytes));
+    let got = '';
+    socket.setEncoding('latin1');
+    socket.on('data', (chunk: string) => (got += chunk));
+    socket.on('close', () => resolve(got));
+    socket.on('error', reject);
+    socket.setTimeout(5_000, () => socket.destroy(new Error(`no answer; got ${JSON.stringify(got)}`)));
+  });
+}
+
+/** Status, headers (lower-case names) and parsed body of one raw HTTP/1.1 answer. */
+function parse(answer: string) {
+  const [head, body = ''] = answer.split('\r\n\r\n');
+  const [statusLine, ...lines] = head!.split('\r\n');
+  const headers = Object.fromEntries(lines.map((l) => [l.slice(0, l.indexOf(':')).toLowerCase(), l.slice(l.indexOf(':') + 1).trim()]));
+  return { status: Number(statusLine!.split(' ')[1]), headers, body: JSON.parse(body) as Record<string, unknown> };
+}
+
+function expectRawProblem(answer: string, status: number, code: string) {
+  const r = parse(answer);
+  expect(r.status, answer).toBe(status);
+  expect(r.headers['content-type']).toBe('application/problem+json');
+  expect(r.body).toMatchObject({ status, code, type: expect.stringContaining('/problems/'), title: expect.any(String), detail: expect.any(String) });
+  expect(r.body.requestId).toMatch(/^[0-9a-f-]{36}$/);
+  expect(r.headers['x-request-id']).toBe(r.body.requestId);
+  return r;
+}
+
+/**
+ * Requests refused by Node's HTTP parser, before any route, get the service's problem body like
+ * every other error (not Fastify's default JSON), and CONNECT gets an answer instead of a
+ * silently closed connection.
+ */
+describe('errors below the routes', () => {
+  let t: TestApp;
+  let port: number;
+  beforeAll(async () => {
+    t = await createTestApp();
+    await t.app.listen({ host: '127.0.0.1', port: 0 });
+    port = (t.app.server.address() as { port: number }).port;
+  });
+  afterAll(() => t.close());
+
+  it.each([
+    ['a negative Content-Length', 'POST /api/spendpolicy/evaluate HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: -1\r\n\r\n{}'],
+    ['a control byte in a header', 'GET /api/services HTTP/1.1\r\nhost: x\r\nx-note: a\x01b\r\n\r\n'],
+    ['an unknown method', 'FOO /healthz HTTP/1.1\r\nhost: x\r\n\r\n'],
+    ['a garbage request line', 'hello there\r\n\r\n'],
+  ])('%s: 400 invalid_request', async (_name, bytes) => {
+    expectRawProblem(await raw(port, bytes), 400, 'invalid_request');
+  });
+
+  it('headers over 16 KiB: 431 headers_too_large', async () => {
+    expectRawProblem(await raw(port, `GET /api/services HTTP/1.1\r\nhost: x\r\nx-big: ${'a'.repeat(20_000)}\r\n\r\n`), 431, 'headers_too_large');
+  });
+
+  it('CONNECT: 405 method_not_allowed', async () => {
+    expectRawProblem(await raw(port, 'CONNECT 127.0.0.1:443 HTTP/1.1\r\nhost: 127.0.0.1:443\r\n\r\n'), 405, 'method_not_allowed');
+  });
+
+  it('a request not sent whole in time: 408 request_timeout (the timeout itself is 30 s; raised here directly)', async () => {
+    let written = '';
+    const socket = { destroyed: false, writable: true, write: (s: string) => (written += s), destroy: () => undefined };
+    t.app.server.emit('clientError', Object.assign(new Error('Request timeout'), { code: 'ERR_HTTP_REQUEST_TIMEOUT' }), socket);
+    expect(expectRawProblem(written, 408, 'request_timeout').body.detail).toContain('30 s');
+  });
+
+  it('the service goes on answering on other connections', async () => {
+    const r = parse(await raw(port, 'GET /healthz HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n'));
+    expect(r.status).toBe(200);
+  });
+});
