@@ -156,6 +156,12 @@ export function sendProblem(reply: FastifyReply, request: FastifyRequest, err: A
   return reply.status(err.status).type(PROBLEM_CONTENT_TYPE).send(problemBody(err, request.id));
 }
 
+function authorizationHeaders(raw: string[]): number {
+  let n = 0;
+  for (let i = 0; i < raw.length; i += 2) if (raw[i]!.length === 13 && raw[i]!.toLowerCase() === 'authorization') n++;
+  return n;
+}
+
 /** Fastify options that go with installErrorHandling. */
 export const HTTP_OPTIONS = {
   // A request that arrives during shutdown gets a problem body (installErrorHandling), not
@@ -175,6 +181,12 @@ export function installErrorHandling(app: FastifyInstance): void {
   // A callback hook: an async one costs a promise and a microtask on every request.
   app.addHook('onRequest', (request, reply, done) => {
     reply.header('x-request-id', request.id);
+    // Node keeps the first of several Authorization headers and drops the rest, so which key
+    // counted would depend on their order: two are refused instead.
+    if (request.headers.authorization !== undefined && authorizationHeaders(request.raw.rawHeaders) > 1) {
+      sendProblem(reply, request, new AppError('invalid_request', 'send one Authorization header, not several'));
+      return;
+    }
     if (!closing) return done();
     // Shutting down: a request on a connection still open is sent elsewhere, before any work.
     reply.header('connection', 'close');

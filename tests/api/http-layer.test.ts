@@ -1,6 +1,7 @@
 import { connect } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestApp, type TestApp } from '../helpers/app.js';
+import { createPolicy, POLICIES } from '../helpers/policies.js';
 
 /** Sends raw bytes on a new connection and resolves with everything the server wrote before it closed. */
 function raw(port: number, bytes: string): Promise<string> {
@@ -70,6 +71,19 @@ describe('errors below the routes', () => {
     const socket = { destroyed: false, writable: true, write: (s: string) => (written += s), destroy: () => undefined };
     t.app.server.emit('clientError', Object.assign(new Error('Request timeout'), { code: 'ERR_HTTP_REQUEST_TIMEOUT' }), socket);
     expect(expectRawProblem(written, 408, 'request_timeout').body.detail).toContain('30 s');
+  });
+
+  it('two Authorization headers: 400 whichever comes first (Node would keep only the first)', async () => {
+    const p = await createPolicy(t);
+    const get = (first: string, second: string) =>
+      raw(port, `GET ${POLICIES}/${p.policyId} HTTP/1.1\r\nhost: x\r\nAuthorization: Bearer ${first}\r\nauthorization: Bearer ${second}\r\nconnection: close\r\n\r\n`);
+    for (const [a, b] of [[p.adminKey, p.agentKey], [p.agentKey, p.adminKey], [p.adminKey, p.adminKey]]) {
+      const r = parse(await get(a!, b!));
+      expect(r.status).toBe(400);
+      expect(r.body).toMatchObject({ code: 'invalid_request', detail: expect.stringContaining('one Authorization header') });
+    }
+    const one = parse(await raw(port, `GET ${POLICIES}/${p.policyId} HTTP/1.1\r\nhost: x\r\nauthorization: Bearer ${p.adminKey}\r\nconnection: close\r\n\r\n`));
+    expect(one.status).toBe(200);
   });
 
   it('the service goes on answering on other connections', async () => {
