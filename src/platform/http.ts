@@ -7,7 +7,7 @@ import addFormats from 'ajv-formats';
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest, onSendHookHandler } from 'fastify';
 import { isStorageFailure } from './db/failures.js';
 import { AppError, PROBLEM_CONTENT_TYPE, problemBody } from './errors.js';
-import { repeatsMemberName } from './json-members.js';
+import { numberWithFraction, repeatsMemberName } from './json-members.js';
 
 export const BODY_LIMIT = 64 * 1024;
 export const genReqId = () => randomUUID();
@@ -23,7 +23,7 @@ const lenientAjv = addFormats.default(new Ajv.default({ ...ajvBase, coerceTypes:
 
 export function installValidators(app: FastifyInstance): void {
   app.setValidatorCompiler(({ schema, httpPart }) =>
-    httpPart === 'body' ? strictAjv.compile(schema as object) : integersInDigits(schema as object, lenientAjv.compile(schema as object)),
+    httpPart === 'body' ? wholeNumbersOnly(strictAjv.compile(schema as object)) : integersInDigits(schema as object, lenientAjv.compile(schema as object)),
   );
   // Bodies are JSON only. Fastify also parses text/plain by default, which turned a JSON body sent
   // as text/plain into a confusing "body: must be object" 400 instead of the 415 it is.
@@ -46,7 +46,13 @@ export function installValidators(app: FastifyInstance): void {
       parseJson(request, body, (err, value) => {
         if (err) done(err, undefined);
         else if (repeatsMemberName(body, value)) done(new AppError('malformed_json', 'an object in the body names a member twice; send each member once'), undefined);
-        else done(null, value);
+        else {
+          // Marked here, refused by the body's validator once the schema passed (so a 1.5 where a
+          // string or an integer belongs is still named by its field).
+          const number = numberWithFraction(body);
+          if (number !== undefined && typeof value === 'object' && value !== null) fractionalNumbers.set(value, number);
+          done(null, value);
+        }
       });
     }
   });
@@ -64,6 +70,30 @@ function refusedEncoding(headers: FastifyRequest['headers']): AppError | undefin
   const coding = headers['content-encoding']?.trim().toLowerCase();
   if (coding && coding !== 'identity') return new AppError('unsupported_media_type', 'send the body uncompressed: no Content-Encoding is accepted');
   return undefined;
+}
+
+/** Parsed bodies whose text wrote a number with a fraction or an exponent, with that number. */
+const fractionalNumbers = new WeakMap<object, string>();
+
+/**
+ * Every number a request body of this service holds is a whole number (amounts are decimal
+ * strings), and JSON.parse reads `0.99999999999999999`, `1e2` or `3.0` as integers without a
+ * trace: 0.99999999999999999 repeats would count as 1, below a minimum of 1 would pass as 1. A
+ * body whose text wrote such a number is refused once it has passed its schema.
+ */
+function wholeNumbersOnly(validate: ValidateFunction): ValidateFunction {
+  const checked = ((data: unknown, ...rest: unknown[]) => {
+    const ok = (validate as (...a: unknown[]) => boolean)(data, ...rest);
+    checked.errors = validate.errors;
+    const number = ok && typeof data === 'object' && data !== null ? fractionalNumbers.get(data) : undefined;
+    if (number === undefined) return ok;
+    checked.errors = [
+      { instancePath: '', schemaPath: '', keyword: 'type', params: { type: 'integer' }, message: `holds the number ${number}: numbers are whole numbers in plain digits (amounts are decimal strings)` },
+    ];
+    return false;
+  }) as ValidateFunction;
+  checked.schemaEnv = validate.schemaEnv;
+  return checked;
 }
 
 /**

@@ -59,3 +59,44 @@ function membersInValue(value: unknown): number {
   }
   return members;
 }
+
+/**
+ * The first number in a JSON text written with a fraction or an exponent (`1.0`, `1e2`,
+ * `0.99999999999999999`), or undefined. Every number a request body of this service holds is a
+ * whole number (amounts are decimal strings), and JSON.parse turns such a spelling into an
+ * integer without a trace: `0.99999999999999999` would pass a minimum of 1 as 1. Like
+ * integersInDigits for query strings, the text itself is checked. `text` must be valid JSON.
+ */
+export function numberWithFraction(text: string): string | undefined {
+  // Outside strings a valid JSON text holds only structure, white space, literals and numbers: a
+  // '.' belongs to a number, and so does an 'e' or 'E' after a digit (in true and false it follows a letter).
+  let from = 0;
+  for (;;) {
+    const open = text.indexOf('"', from);
+    const end = open === -1 ? text.length : open;
+    for (let i = from; i < end; i++) {
+      const c = text.charCodeAt(i);
+      if (c === DOT || ((c === LOWER_E || c === UPPER_E) && isDigit(text.charCodeAt(i - 1)))) return numberAround(text, i);
+    }
+    if (open === -1) return undefined;
+    let close = text.indexOf('"', open + 1);
+    while (close !== -1 && escaped(text, close)) close = text.indexOf('"', close + 1);
+    if (close === -1) return undefined;
+    from = close + 1;
+  }
+}
+
+const DOT = 46;
+const LOWER_E = 101;
+const UPPER_E = 69;
+const isDigit = (c: number) => c >= 48 && c <= 57;
+const NUMBER_CHAR = /[-+0-9.eE]/;
+
+function numberAround(text: string, i: number): string {
+  let start = i;
+  while (start > 0 && NUMBER_CHAR.test(text[start - 1]!)) start--;
+  let end = i;
+  while (end < text.length && NUMBER_CHAR.test(text[end]!)) end++;
+  const token = text.slice(start, end);
+  return token.length > 40 ? `${token.slice(0, 40)}…` : token;
+}

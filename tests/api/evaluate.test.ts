@@ -415,6 +415,22 @@ describe('POST /api/spendpolicy/evaluate', () => {
       expect(problem.detail).toMatch(/UTF-8/);
     });
 
+    // JSON.parse reads these as whole numbers without a trace: 0.99999999999999999 repeats would
+    // be 1 and BLOCK the spend, 1e2 would pass as 100.
+    it.each([
+      ['context.repeatCount', '0.99999999999999999'],
+      ['context.repeatCount', '0.0'],
+      ['policy.maxRepeats', '1e2'],
+      ['policy.maxRepeats', '3.0'],
+    ])('%s written as %s is a 400 naming the number', async (field, spelling) => {
+      const body = validBody();
+      const [outer, inner] = field.split('.') as [string, string];
+      body[outer] = { ...body[outer], [inner]: 424242 };
+      const text = JSON.stringify(body).replace('424242', spelling);
+      const problem = expectProblem(await postRaw(text, 'application/json'), 400, 'invalid_request');
+      expect(problem.detail).toContain(spelling);
+    });
+
     it('a body in valid UTF-8 beyond ASCII is read as written', async () => {
       const res = await postRaw(Buffer.from(JSON.stringify({ ...validBody(), agentId: 'agent-é-\u{1f600}' }), 'utf8'), 'application/json; charset=UTF-8');
       expect(res.statusCode, res.body).toBe(200);

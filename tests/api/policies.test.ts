@@ -174,6 +174,14 @@ describe('protected policies', () => {
         expect(after.length).toBe(before.length);
       });
 
+      it.each(['0.99999999999999999', '1e2', '2.0'])('maxRepeats written as %s (JSON.parse would read a whole number) stores nothing', async (spelling) => {
+        const text = JSON.stringify(createBody({ maxRepeats: 424242 })).replace('424242', spelling);
+        const before = await t.database.db.selectFrom('policies').select('id').execute();
+        const res = await t.app.inject({ method: 'POST', url: POLICIES, headers: { 'content-type': 'application/json' }, payload: text });
+        expect(expectInvalid(res).detail).toContain(spelling);
+        expect((await t.database.db.selectFrom('policies').select('id').execute()).length).toBe(before.length);
+      });
+
       it('a body that is not JSON, and an array', async () => {
         expectProblem(
           await t.app.inject({ method: 'POST', url: POLICIES, headers: { 'content-type': 'application/json' }, payload: '{"name":' }),
