@@ -44,7 +44,7 @@ export const CoverageResponse = Type.Object(
     coverage: Type.Object(Object.fromEntries(CATEGORIES.map((c) => [c, Item])) as Record<Category, typeof Item>),
     complete: Type.Boolean({
       description:
-        'true when every category that decides the report\'s verdict is available (all but holderConcentration, which over RPC alone is at most partial and informational). false means the paid report may come back INCOMPLETE, and it is charged all the same.',
+        'true when every category but holderConcentration (over RPC alone at most partial, and informational) is available: both the evidence the paid verdict rests on (contractCode, ownership, upgradeability, privilegedFunctions, transferSimulation) and the market data shown beside it (identity, market, liquidity). false means some of it is missing right now. A missing verdict category may make the paid report INCOMPLETE, which is charged all the same; missing market data alone does not (liquidity decides no verdict; without it an ALLOW or WARN has confidence medium).',
     }),
     checkedAt: DateTime(`When this coverage was computed; it is reused for up to ${COVERAGE_CACHE_SECONDS} s`),
     source: SourceSchema,
