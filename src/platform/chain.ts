@@ -1,4 +1,4 @@
-import { BaseError, createPublicClient, fallback, http, type PublicClient, type Transport } from 'viem';
+import { BaseError, createPublicClient, fallback, http, HttpRequestError, TimeoutError, type PublicClient, type Transport } from 'viem';
 import { base } from 'viem/chains';
 import type { Config } from '../config.js';
 import { AppError } from './errors.js';
@@ -12,7 +12,7 @@ export type ChainClient = PublicClient<Transport, typeof base>;
 
 export function createChainClient(config: Pick<Config, 'rpcUrls' | 'rpcTimeoutMs'>): ChainClient {
   if (config.rpcUrls.length === 0) throw new Error('createChainClient: at least one RPC URL is required');
-  const transports = config.rpcUrls.map((url) => http(url, { timeout: config.rpcTimeoutMs, retryCount: 1 }));
+  const transports = config.rpcUrls.map((url) => servingBase(http(url, { timeout: config.rpcTimeoutMs, retryCount: 1 })));
   return createPublicClient({
     chain: base,
     // rank:false keeps the operator's order (the first URL is the preferred provider). The
@@ -20,6 +20,51 @@ export function createChainClient(config: Pick<Config, 'rpcUrls' | 'rpcTimeoutMs
     // list would multiply the worst-case wait of a paid request (urls x 2 x timeout).
     transport: fallback(transports, { rank: false, retryCount: 0 }),
   });
+}
+
+/** An RPC URL that answered eth_chainId with another chain than Base. */
+export class WrongChainError extends BaseError {
+  constructor(chainId: number) {
+    super(`the RPC serves chain id ${chainId}, not Base (${base.id})`, { name: 'WrongChainError' });
+  }
+}
+
+/**
+ * Each RPC URL is asked for its chain id before it answers anything else, once it has answered
+ * (again after it failed). viem's fallback moves to the next URL when one fails, and a check made
+ * once per client would only vouch for the first: with a testnet URL second in BASE_RPC_URLS, a
+ * transfer on that testnet was recorded as a final MATCH once the first URL timed out. A URL on
+ * another chain fails its reads (the fallback goes on to the next, or the read is a 502).
+ */
+function servingBase(inner: Transport): Transport {
+  return (params) => {
+    const t = inner(params);
+    let verified: Promise<void> | undefined;
+    // A failed check (no answer, or another chain) is not kept: the next read asks again.
+    const verify = () =>
+      (verified ??= (t.request({ method: 'eth_chainId' }) as Promise<string>)
+        .then((id) => {
+          if (Number(id) !== base.id) throw new WrongChainError(Number(id));
+        })
+        .catch((err: unknown) => {
+          verified = undefined;
+          throw err;
+        }));
+    return {
+      ...t,
+      async request(args, options) {
+        if (args.method !== 'eth_chainId') await verify();
+        try {
+          return await t.request(args, options);
+        } catch (err) {
+          // Not an answer of the node (a timeout, a refused connection, an HTTP error): whatever
+          // serves this URL next is asked for its chain again.
+          if (err instanceof HttpRequestError || err instanceof TimeoutError) verified = undefined;
+          throw err;
+        }
+      },
+    } as ReturnType<Transport>;
+  };
 }
 
 /** The only text a caller sees when Base cannot be read: never the URL (it may hold an API key) nor the node's words. */
