@@ -42,18 +42,35 @@ export interface AppDeps {
 export type App = FastifyInstance;
 
 /**
- * Text a log line may show: a URL, a message. Keys travel in headers or bodies, but a caller who
- * puts one where it does not belong (`?key=sgp_admin_…`, a key pasted where a policy id goes, a
- * key as a member name, which a validation message names) must not find it in the logs: every
- * run of 43 or more base64url characters (the length of a key's secret part, so every admin,
- * agent and recovery key) is replaced, except 0x-prefixed hex, which is public (addresses,
- * transaction hashes). Identifiers the service issues are shorter.
+ * Text a log line may show: a URL, a host, a message. Keys travel in headers or bodies, but a
+ * caller who puts one where it does not belong (`?key=sgp_admin_…`, a key pasted where a policy
+ * id goes, a key as a member name, which a validation message names) must not find it in the
+ * logs: every run of 43 or more base64url characters (the length of a key's secret part, so
+ * every admin, agent and recovery key), each of them also counted when percent-encoded, is
+ * replaced, except 0x-prefixed hex, which is public (addresses, transaction hashes).
+ * Identifiers the service issues are shorter.
  */
 export function redactKeys(text: string): string {
   return text.replace(KEY_LIKE, (run) => (PUBLIC_HEX.test(run) ? run : '[redacted]'));
 }
-const KEY_LIKE = /[A-Za-z0-9_-]{43,}/g;
+const KEY_LIKE = /(?:[A-Za-z0-9_-]|%[0-9A-Fa-f]{2}){43,}/g;
 const PUBLIC_HEX = /^0x[0-9a-fA-F]+$/;
+
+/**
+ * pino's arguments with every string redacted. pino takes an error's message as the line's
+ * message when none is given (`log.error(err)`, `log.warn({ err })`, as Fastify itself logs), and
+ * it does so after this hook: that message is given here, redacted.
+ */
+function redactedLogArgs(args: unknown[]): unknown[] {
+  const [first, second] = args;
+  if (typeof second !== 'string' && first !== null && typeof first === 'object') {
+    const err = first instanceof Error ? first : (first as { err?: unknown; msg?: unknown }).msg === undefined ? (first as { err?: unknown }).err : undefined;
+    if (err instanceof Error) return [first, redactKeys(err.message), ...args.slice(1)];
+  }
+  return args.map((a) => (typeof a === 'string' ? redactKeys(a) : a));
+}
+
+type SerializedError = ReturnType<typeof pino.stdSerializers.err>;
 
 /** pino options: the configured level, and credentials never written to a log line. */
 export function loggerOptions(config: Config, destination?: NodeJS.WritableStream) {
@@ -65,20 +82,27 @@ export function loggerOptions(config: Config, destination?: NodeJS.WritableStrea
       req: (req: FastifyRequest) => ({
         method: req.method,
         url: redactKeys(req.url),
-        host: req.host,
+        host: redactKeys(req.host),
         remoteAddress: req.ip,
         remotePort: req.socket?.remotePort,
       }),
       // pino's error serializer, with the message and stack redacted (an error may quote input).
-      err: (err: Error) => {
-        const out = pino.stdSerializers.err(err);
-        return { ...out, message: redactKeys(out.message), ...(out.stack ? { stack: redactKeys(out.stack) } : {}) };
+      // Anything else logged as `err` (a string, a plain object thrown) is passed as pino would.
+      err: (err: Error): SerializedError => {
+        const out = pino.stdSerializers.err(err) as unknown;
+        if (out === null || typeof out !== 'object') return (typeof out === 'string' ? redactKeys(out) : out) as SerializedError;
+        const o = out as { message?: unknown; stack?: unknown };
+        return {
+          ...o,
+          ...(typeof o.message === 'string' ? { message: redactKeys(o.message) } : {}),
+          ...(typeof o.stack === 'string' ? { stack: redactKeys(o.stack) } : {}),
+        } as SerializedError;
       },
     },
     // Every message is redacted too: messages quote what a caller sent (a member name, a path).
     hooks: {
       logMethod(this: unknown, args: unknown[], method: (...a: unknown[]) => void) {
-        method.apply(this, args.map((a) => (typeof a === 'string' ? redactKeys(a) : a)));
+        method.apply(this, redactedLogArgs(args));
       },
     },
     ...(destination ? { stream: destination } : {}),

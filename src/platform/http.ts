@@ -192,6 +192,9 @@ function authorizationHeaders(raw: string[]): number {
   return n;
 }
 
+/** 5xx answers that say how this deployment is set up, not that something failed. */
+const SET_UP_ANSWERS: ReadonlySet<string> = new Set(['direct_checks_disabled', 'payments_unavailable', 'shutting_down']);
+
 /** Fastify options that go with installErrorHandling. */
 export const HTTP_OPTIONS = {
   // A request that arrives during shutdown gets a problem body (installErrorHandling), not
@@ -227,12 +230,10 @@ export function installErrorHandling(app: FastifyInstance): void {
     // Fastify reads the body even for an unknown route; what the caller needs to hear is that the
     // route does not exist, not that its body was malformed, too large or of the wrong type.
     if (request.is404 && appErr.status < 500 && appErr.status !== 429) appErr = notFound(request);
-    // An unexpected error (a bug, a database failure), or an answer with a cause behind it (an RPC
-    // or storage failure), is logged with its stack. A 5xx the service answers on purpose and
-    // with nothing behind it (direct checks off, paid reports not configured, shutting down) is a
-    // warning: any caller can provoke one, and it must not flood the error log with stacks.
-    const deliberate = err instanceof AppError && err.cause === undefined;
-    if (appErr.status >= 500 && !deliberate) request.log.error({ err }, 'request failed');
+    // Every 5xx is logged at error with its stack (a bug, a database, facilitator or RPC outage),
+    // except the few that answer how this deployment is set up, which any caller can provoke:
+    // those are warnings, so that they neither flood the error log nor hide an outage in it.
+    if (appErr.status >= 500 && !SET_UP_ANSWERS.has(appErr.code)) request.log.error({ err }, 'request failed');
     else if (appErr.status >= 500) request.log.warn({ code: appErr.code }, appErr.message);
     else request.log.info({ code: appErr.code }, appErr.message);
     return sendProblem(reply, request, appErr);

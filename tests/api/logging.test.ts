@@ -1,9 +1,10 @@
 import { PassThrough } from 'node:stream';
 import type { InjectOptions } from 'fastify';
+import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loggerOptions, redactKeys } from '../../src/app.js';
 import { testConfig } from '../../src/config.js';
-import { ADDR, createTestApp, json, type TestApp } from '../helpers/app.js';
+import { ADDR, createTestApp, createTestAppWith, json, type TestApp } from '../helpers/app.js';
 import { bearer, createPolicy, decide, DECISIONS, POLICIES, type Created } from '../helpers/policies.js';
 
 describe('log lines never hold a key', () => {
@@ -72,5 +73,94 @@ describe('log lines never hold a key', () => {
     expect(redactKeys(`/x?cursor=123&id=sgp_${'0'.repeat(32)}`)).toBe(`/x?cursor=123&id=sgp_${'0'.repeat(32)}`);
     expect(redactKeys(`/x/${'A'.repeat(42)}`)).toBe(`/x/${'A'.repeat(42)}`);
     expect(redactKeys(`/x/${'A'.repeat(43)}/y`)).toBe('/x/[redacted]/y');
+  });
+});
+
+describe('what the log does with unusual errors and keys in unusual places', () => {
+  const KEY = `sgp_admin_${'A1b2C3d4E5'.repeat(4)}xyz`;
+  /** A pino logger with the service's options, writing into `lines`. */
+  function serviceLogger(lines: string[]) {
+    const stream = new PassThrough();
+    stream.on('data', (c: Buffer) => lines.push(...c.toString('utf8').split('\n').filter(Boolean)));
+    const { stream: _unused, ...opts } = loggerOptions(testConfig({ logLevel: 'trace' }), stream);
+    return pino(opts, stream);
+  }
+  const flushed = () => new Promise((r) => setImmediate(r));
+
+  it('an err that is not an Error is logged as it is, not a crash of the logger', async () => {
+    const lines: string[] = [];
+    const log = serviceLogger(lines);
+    expect(() => log.error({ err: `plain ${KEY}` }, 'x')).not.toThrow();
+    expect(() => log.error({ err: { code: 'EWHATEVER' } }, 'y')).not.toThrow();
+    await flushed();
+    expect(lines.join('\n')).toContain('EWHATEVER');
+    expect(lines.join('\n')).not.toContain(KEY);
+  });
+
+  it('an error logged without a message: pino takes its message, and it is redacted too', async () => {
+    const lines: string[] = [];
+    const log = serviceLogger(lines);
+    // The shape Fastify itself logs (a reply sent twice names the raw URL).
+    log.warn({ err: new Error(`Reply was already sent for url: /api/x?key=${KEY}`) });
+    log.error(new Error(`bad ${KEY}`));
+    await flushed();
+    expect(lines).toHaveLength(2);
+    expect(lines.join('\n')).not.toContain(KEY);
+    expect(lines.map((l) => (JSON.parse(l) as { msg: string }).msg)).toEqual(['Reply was already sent for url: /api/x?key=[redacted]', 'bad [redacted]']);
+  });
+
+  it('a key percent-encoded in the URL, or sent as the Host, is redacted', async () => {
+    const lines: string[] = [];
+    const stream = new PassThrough();
+    stream.on('data', (c: Buffer) => lines.push(...c.toString('utf8').split('\n').filter(Boolean)));
+    const t = await createTestApp({ logger: loggerOptions(testConfig({ logLevel: 'trace' }), stream) });
+    try {
+      const encoded = [...KEY].map((c) => `%${c.charCodeAt(0).toString(16).padStart(2, '0')}`).join('');
+      await t.app.inject({ method: 'GET', url: `/healthz?key=${encoded}` });
+      await t.app.inject({ method: 'GET', url: '/healthz', headers: { host: KEY } });
+      const log = lines.join('\n');
+      expect(log).not.toContain(encoded);
+      expect(log).not.toContain(KEY);
+      expect(log).toContain('/healthz?key=[redacted]');
+    } finally {
+      await t.close();
+    }
+  });
+
+  it('a route that throws a plain object still answers a problem body, and the log keeps it', async () => {
+    const lines: string[] = [];
+    const stream = new PassThrough();
+    stream.on('data', (c: Buffer) => lines.push(...c.toString('utf8').split('\n').filter(Boolean)));
+    const t = await createTestAppWith((app) => void app.get('/boom', async () => Promise.reject({ code: 'ESOMETHING' })), {
+      logger: loggerOptions(testConfig({ logLevel: 'info' }), stream),
+    });
+    try {
+      const res = await t.app.inject({ method: 'GET', url: '/boom' });
+      expect(res.statusCode).toBe(500);
+      expect(res.headers['content-type']).toContain('application/problem+json');
+      const failure = lines.map((l) => JSON.parse(l) as { level: number; err?: unknown }).find((l) => l.level === 50);
+      expect(JSON.stringify(failure?.err)).toContain("ESOMETHING");
+    } finally {
+      await t.close();
+    }
+  });
+
+  it('outages are errors with their cause: a facilitator down, a database closed', async () => {
+    const lines: string[] = [];
+    const stream = new PassThrough();
+    stream.on('data', (c: Buffer) => lines.push(...c.toString('utf8').split('\n').filter(Boolean)));
+    const t = await createTestApp({ config: { payTo: ADDR.carol }, logger: loggerOptions(testConfig({ logLevel: 'info' }), stream) });
+    try {
+      // The facilitator's URL here points at a closed port.
+      expect((await t.app.inject({ method: 'GET', url: '/api/quick-check' })).statusCode).toBe(502);
+      await t.database.close();
+      expect((await t.app.inject({ method: 'GET', url: '/readyz' })).statusCode).toBe(503);
+      expect((await t.app.inject({ method: 'POST', url: '/api/orders', payload: { path: '/api/quick-check', input: {} } })).statusCode).toBe(503);
+      const errors = lines.map((l) => JSON.parse(l) as { level: number; msg?: string; err?: { stack?: string } }).filter((l) => l.level === 50);
+      expect(errors).toHaveLength(3);
+      for (const e of errors) expect(e).toMatchObject({ msg: 'request failed', err: { stack: expect.any(String) } });
+    } finally {
+      await t.app.close();
+    }
   });
 });

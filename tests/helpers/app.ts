@@ -101,7 +101,7 @@ export async function createTestAppWith(
   const limiter = createRateLimiter(config, { keyPrefix: `t${randomBytes(4).toString('hex')}` });
   let app: App | undefined;
   try {
-    app = await buildApp({ config, database, clock, limiter, logger: false });
+    app = await buildApp({ config, database, clock, limiter, logger: opts.logger ?? false });
     await beforeReady(app);
     await app.ready();
   } catch (err) {
