@@ -51,7 +51,8 @@ export async function run(argv: string[], out: Out = { log: console.log, error: 
       if (row.purged_at || now.toISOString() >= row.access_expires_at) {
         return fail(out, `policy ${rest[0]} is no longer accessible (pilot access ended ${row.access_expires_at}); nothing changed`);
       }
-      if (!(await store.setDirectChecks(row.id, rest[1] === 'on', now))) return fail(out, `no policy ${rest[0]}`);
+      // The policy was purged (or its access ended) since it was read: the write matched nothing.
+      if (!(await store.setDirectChecks(row.id, rest[1] === 'on', now))) return fail(out, `policy ${rest[0]} is no longer accessible (purged or pilot access ended just now); nothing changed`);
       out.log(`direct checks ${rest[1]} for ${rest[0]}`);
       return 0;
     }

@@ -3,8 +3,10 @@ import { existsSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { promisify } from 'node:util';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { run } from '../../src/cli.js';
+import { purgeExpired } from '../../src/features/maintenance.js';
+import { PolicyStore } from '../../src/features/spend-policy/policies.js';
 import { ADDR, createTestApp, json, type TestApp } from '../helpers/app.js';
 import { testDialect } from '../helpers/db.js';
 
@@ -107,5 +109,40 @@ describe.skipIf(testDialect !== 'sqlite')('operator CLI', () => {
     // (Node's exit code 13, an unsettled top-level await) and so report a failure.
     const { stdout } = await promisify(execFile)(process.execPath, ['bin/paywarden.mjs', 'purge'], { env: { ...process.env, DATABASE_URL: t.database.url } });
     expect(JSON.parse(stdout)).toEqual({ leads: 0, policies: 0, orders: 0 });
+  });
+});
+
+describe.skipIf(testDialect !== 'sqlite')('operator CLI racing a purge', () => {
+  let t: TestApp;
+  beforeAll(async () => {
+    t = await createTestApp();
+    t.clock.set(new Date());
+  });
+  afterAll(() => t.close());
+
+  it('direct-checks on a policy purged between its check and its write: exit 1, "no longer accessible", nothing written', async () => {
+    const p = json(
+      await t.app.inject({
+        method: 'POST',
+        url: '/api/spendpolicy/policies',
+        payload: { name: 'n', agentId: 'a', policy: { maxPerTransaction: '10', dailyBudget: '50', requireHumanAbove: '5', maxRepeats: 2, allowedRecipients: [ADDR.alice], blockUnknownRecipients: true } },
+      }),
+    );
+    const errors: string[] = [];
+    const real = PolicyStore.prototype.setDirectChecks;
+    // Another instance (its clock ahead), or an operator's purge, runs between the two steps.
+    const spy = vi.spyOn(PolicyStore.prototype, 'setDirectChecks').mockImplementation(async function (this: PolicyStore, id, on, now) {
+      await t.database.db.updateTable('policies').set({ access_expires_at: new Date(Date.now() - 1000).toISOString() }).where('id', '=', id).execute();
+      await purgeExpired(t.database, new Date());
+      return real.call(this, id, on, now);
+    });
+    try {
+      expect(await run(['policy', 'direct-checks', p.policyId, 'on'], { log: () => {}, error: (s) => errors.push(s) }, { DATABASE_URL: t.database.url })).toBe(1);
+    } finally {
+      spy.mockRestore();
+    }
+    expect(errors.join()).toContain('no longer accessible');
+    const row = await t.database.db.selectFrom('policies').select('direct_checks').where('id', '=', p.policyId).executeTakeFirstOrThrow();
+    expect(Number(row.direct_checks)).toBe(0);
   });
 });
