@@ -88,6 +88,9 @@ export function createRateLimiter(config: Config, opts: RateLimiterOptions = {})
   };
 }
 
+const IPV4_WITH_PORT = /^(\d{1,3}(?:\.\d{1,3}){3}):\d{1,5}$/;
+const BRACKETED_V6 = /^\[([^\]]+)\](?::\d{1,5})?$/;
+
 /**
  * The source a per-source limit counts: an IPv4 address (also when it arrives IPv4-mapped), or
  * the /64 network of an IPv6 address. A subscriber is given a whole /64 and can pick any address
@@ -95,7 +98,10 @@ export function createRateLimiter(config: Config, opts: RateLimiterOptions = {})
  * limits as it likes.
  */
 export function sourceOf(ip: string): string {
-  const bare = ip.split('%')[0]!; // a zone index (fe80::1%eth0) names an interface, not a host
+  // Some proxies write X-Forwarded-For with the client's port (Azure Application Gateway:
+  // 203.0.113.7:50123, [2001:db8::1]:50123): a new port per connection must not be a new source.
+  const unported = IPV4_WITH_PORT.exec(ip)?.[1] ?? BRACKETED_V6.exec(ip)?.[1] ?? ip;
+  const bare = unported.split('%')[0]!; // a zone index (fe80::1%eth0) names an interface, not a host
   if (!ipaddr.isValid(bare)) return ip;
   const addr = ipaddr.parse(bare);
   if (addr.kind() === 'ipv4') return addr.toString();

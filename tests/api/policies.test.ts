@@ -93,6 +93,15 @@ describe('protected policies', () => {
       expect(body.createdAt).toMatch(ISO_RE);
     });
 
+    it('no cache may keep an answer that shows keys: creation and agent-key rotation are no-store', async () => {
+      const res = await t.app.inject({ method: 'POST', url: POLICIES, payload: createBody() });
+      expect(res.statusCode).toBe(201);
+      expect(res.headers['cache-control']).toBe('no-store');
+      const rotated = await rotateAgentKey(t, json(res).policyId as string, json(res).adminKey as string);
+      expect(rotated.statusCode).toBe(200);
+      expect(rotated.headers['cache-control']).toBe('no-store');
+    });
+
     it('gives every policy its own id and keys', async () => {
       const a = await createPolicy(t);
       const b = await createPolicy(t);

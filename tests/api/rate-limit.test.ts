@@ -169,6 +169,11 @@ describe('the source of an IPv6 client', () => {
     ['2001:DB8:0:0:1::9', '2001:db8:0:0::/64'],
     ['fe80::1%eth0', 'fe80:0:0:0::/64'],
     ['not an address', 'not an address'],
+    // X-Forwarded-For as some proxies write it, with the client's port
+    ['203.0.113.7:50123', '203.0.113.7'],
+    ['[2001:db8:aa:1::9]:50123', '2001:db8:aa:1::/64'],
+    ['[2001:db8:aa:1::9]', '2001:db8:aa:1::/64'],
+    ['[::ffff:1.2.3.4]:8', '1.2.3.4'],
   ])('sourceOf(%s) is %s', (ip, source) => {
     expect(sourceOf(ip)).toBe(source);
   });

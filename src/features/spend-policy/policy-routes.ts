@@ -2,6 +2,7 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';
 import type { AppDeps } from '../../app.js';
 import { AppError } from '../../platform/errors.js';
+import { noStore } from '../../platform/http.js';
 import { problems } from '../../platform/schemas.js';
 import type { DecisionService } from './decisions.js';
 import { authorizePolicy, checkKey, PolicyStore, toPolicy } from './policies.js';
@@ -58,6 +59,8 @@ export const policyRoutes: FastifyPluginAsyncTypebox<AppDeps & { decisions: Deci
     {
       // Counted after validation: the limit is on creations, so a rejected body uses none of it.
       preHandler: deps.limiter.hook('policyCreate'),
+      // The answer holds keys shown once: no cache may keep it.
+      onSend: noStore,
       schema: {
         tags: ['spend-policy'],
         summary: 'Create a protected spend policy; answers one admin key and one agent key, each shown once',
@@ -139,6 +142,7 @@ export const policyRoutes: FastifyPluginAsyncTypebox<AppDeps & { decisions: Deci
   app.post(
     '/api/spendpolicy/policies/:policyId/agent-key',
     {
+      onSend: noStore,
       schema: {
         tags: ['spend-policy'],
         summary: 'Replace the agent key (admin key); the old one stops working at once',
