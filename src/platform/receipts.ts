@@ -43,6 +43,12 @@ export class ReceiptSigner {
 
   /** The configured key, or the one kept in the database (generated on first start). */
   static async load(database: Database, configured?: string): Promise<ReceiptSigner> {
+    const signer = await ReceiptSigner.loadKey(database, configured);
+    await signer.publish(database);
+    return signer;
+  }
+
+  private static async loadKey(database: Database, configured?: string): Promise<ReceiptSigner> {
     if (configured) return ReceiptSigner.fromPrivateKey(parsePrivateKey(configured));
     const existing = await database.db.selectFrom('kv').select('value').where('key', '=', KV_KEY).executeTakeFirst();
     if (!existing) {
@@ -111,17 +117,54 @@ export class ReceiptSigner {
     return digestBytes(unsigned.digest);
   }
 
+  /**
+   * Records this key's public half among the published keys. Receipts live on inside evidence
+   * chains, whose hashed events cannot be signed again: once RECEIPT_SIGNING_KEY changes, the
+   * JWKS must still hold the key that signed them, or no audit of those chains can pass.
+   */
+  async publish(database: Database): Promise<void> {
+    await database.db
+      .insertInto('kv')
+      .values({ key: `${PUBLISHED_PREFIX}${this.jwk.kid}`, value: JSON.stringify(this.jwk), created_at: new Date().toISOString() })
+      .onConflict((oc) => oc.column('key').doNothing())
+      .execute();
+  }
+
+  /**
+   * The JWKS: this signer's key first, then every other key the service has published (another
+   * instance's during a rolling key change, retired ones), newest first. Withdrawing a key (one
+   * that leaked) means deleting its `receipt_public_key:<kid>` row from `kv`.
+   */
+  async publishedJwks(database: Database): Promise<{ keys: Jwk[] }> {
+    // Never the row of the private key.
+    const rows = await database.db.selectFrom('kv').select(['key', 'value', 'created_at']).where('key', '!=', KV_KEY).execute();
+    const others = rows
+      .filter((r) => r.key.startsWith(PUBLISHED_PREFIX) && r.key !== `${PUBLISHED_PREFIX}${this.jwk.kid}`)
+      .sort((a, b) => (a.created_at < b.created_at ? 1 : a.created_at > b.created_at ? -1 : 0))
+      .map((r) => JSON.parse(r.value) as Jwk);
+    return { keys: [this.jwk, ...others] };
+  }
+
+  /** A JWKS of this signer's key alone. */
   jwks(): { keys: Jwk[] } {
     return { keys: [this.jwk] };
   }
 }
+
+const PUBLISHED_PREFIX = 'receipt_public_key:';
 
 const digestBytes = (digest: string) => Buffer.from(digest.slice('sha256:'.length), 'hex');
 
 const withSignature = (unsigned: UnsignedReceipt, signature: Buffer): Receipt => ({ ...unsigned, signature: signature.toString('base64url') });
 
 function parsePrivateKey(text: string): KeyObject {
-  if (text.includes('BEGIN')) return createPrivateKey(text);
+  if (text.includes('BEGIN')) {
+    try {
+      return createPrivateKey(text);
+    } catch {
+      throw new Error('RECEIPT_SIGNING_KEY: the PEM is not a private key (expected an Ed25519 PKCS#8 PEM or a base64url 32-byte seed)');
+    }
+  }
   // A bare base64url 32-byte seed: wrap it in the fixed PKCS#8 prefix for Ed25519.
   const seed = Buffer.from(text, 'base64url');
   if (seed.length !== 32) throw new Error('RECEIPT_SIGNING_KEY: expected a PKCS#8 PEM or a base64url 32-byte seed');

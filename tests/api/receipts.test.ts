@@ -203,16 +203,27 @@ describe('decision receipts', () => {
       expect(read.receipt.receiptId).not.toBe(made.receipt.receiptId);
       const key = (await importJWK({ ...newJwks.keys[0], alg: 'EdDSA' }, 'EdDSA')) as PublicKey;
       await expectVerifies(read.decision, read.receipt, key);
+      // The old key stays published: receipts it signed (those inside evidence chains cannot
+      // be signed again) still verify with the JWKS alone, on either instance.
+      expect(newJwks.keys.map((k: { kid: string }) => k.kid)).toEqual([read.receipt.keyId, made.receipt.keyId]);
+      await expectVerifies(made.decision, made.receipt, (await importJWK({ ...newJwks.keys[1], alg: 'EdDSA' }, 'EdDSA')) as PublicKey);
+      const oldJwks = json(await t.app.inject({ method: 'GET', url: '/.well-known/jwks.json' }));
+      expect(oldJwks.keys.map((k: { kid: string }) => k.kid)).toEqual([made.receipt.keyId, read.receipt.keyId]);
     } finally {
       await rotated.app.close();
     }
+  });
+
+  it('a RECEIPT_SIGNING_KEY PEM that is not a private key stops the start naming the variable', async () => {
+    const pem = generateKeyPairSync('ed25519').publicKey.export({ type: 'spki', format: 'pem' }).toString();
+    await expect(createTestApp({ database: t.database, clock: t.clock, config: { receiptSigningKey: pem } })).rejects.toThrow(/^RECEIPT_SIGNING_KEY: /);
   });
 
   it('another instance on the same database signs with the same published key', async () => {
     const second = await createTestApp({ database: t.database, clock: t.clock });
     try {
       const other = json(await second.app.inject({ method: 'GET', url: '/.well-known/jwks.json' }));
-      expect(other).toEqual(jwks);
+      expect(other.keys[0]).toEqual(jwks.keys[0]);
       const p = await createPolicy(second);
       const made = await decide(second, p, { amount: '2' });
       await expectVerifies(made.decision, made.receipt, await keyFor(made.receipt));

@@ -24,10 +24,10 @@ export const jwksRoutes: FastifyPluginAsyncTypebox<AppDeps & { receipts: Receipt
         tags: ['catalogue'],
         summary: 'Public keys that sign receipts',
         description:
-          'To verify a receipt offline: compute sha256 over the RFC 8785 canonical JSON of the subject (the decision or report), compare with receipt.digest, then verify receipt.signature (base64url Ed25519) over those 32 digest bytes with the key whose kid is receipt.keyId.',
+          'To verify a receipt offline: compute sha256 over the RFC 8785 canonical JSON of the subject (the decision or report), compare with receipt.digest, then verify receipt.signature (base64url Ed25519) over those 32 digest bytes with the key whose kid is receipt.keyId. The first key signs new receipts; the others signed earlier ones (after a signing-key change) and stay published so that those still verify.',
         response: { 200: Jwks },
       },
     },
-    async () => deps.receipts.jwks(),
+    async () => deps.receipts.publishedJwks(deps.database),
   );
 };
