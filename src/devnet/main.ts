@@ -43,13 +43,21 @@ const exitAfterStop = (code: number) =>
     },
   );
 
+/**
+ * One Ctrl-C can arrive more than once: the terminal signals the whole process group (npm and
+ * this process), and npm passes it on as well. Copies within a second are that one request.
+ */
+const DUPLICATE_SIGNAL_MS = 1_000;
+let signalledAt = 0;
 const onSignal = (signal: NodeJS.Signals) => {
   if (signalled) {
+    if (Date.now() - signalledAt < DUPLICATE_SIGNAL_MS) return;
     // A second Ctrl-C means "now": anvil's supervisor and exit hook still take anvil down.
     console.error(`\n${signal} again: exiting without waiting`);
     process.exit(1);
   }
   signalled = signal;
+  signalledAt = Date.now();
   console.error(`\n${signal}: stopping service, facilitator and anvil`);
   void exitAfterStop(0);
 };
