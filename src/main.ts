@@ -47,7 +47,14 @@ async function main(): Promise<void> {
   process.on('SIGINT', () => void stop('SIGINT'));
   process.on('SIGTERM', () => void stop('SIGTERM'));
 
-  await app.listen({ host: config.host, port: config.port });
+  try {
+    await app.listen({ host: config.host, port: config.port });
+  } catch (err) {
+    // A HOST that does not resolve, a PORT in use: say which setting, then stop cleanly.
+    await app.close().catch(() => {});
+    await infra.close().catch(() => {});
+    throw new ConfigError(`cannot listen on HOST=${config.host} PORT=${config.port}: ${err instanceof Error ? err.message : String(err)}`);
+  }
 }
 
 main().catch((err: unknown) => {
