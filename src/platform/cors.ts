@@ -1,7 +1,7 @@
 import type { FastifyInstance } from 'fastify';
 
 /** Methods, request headers and response headers a browser client of the service needs. */
-const ALLOW_METHODS = 'GET, POST, PUT, OPTIONS';
+export const ALLOW_METHODS = 'GET, POST, PUT, OPTIONS';
 const ALLOW_HEADERS = 'content-type, authorization, if-match, payment-signature, report-id, recovery-key';
 const EXPOSE_HEADERS = 'payment-required, payment-response, retry-after, x-request-id, etag';
 /** How long a browser may reuse a preflight answer (seconds). */

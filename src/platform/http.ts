@@ -1,10 +1,11 @@
 import { isUtf8 } from 'node:buffer';
 import { randomUUID } from 'node:crypto';
-import { STATUS_CODES } from 'node:http';
+import { STATUS_CODES, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { Duplex } from 'node:stream';
 import Ajv, { type Options, type ValidateFunction } from 'ajv';
 import addFormats from 'ajv-formats';
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest, onSendHookHandler } from 'fastify';
+import { ALLOW_METHODS } from './cors.js';
 import { isStorageFailure } from './db/failures.js';
 import { AppError, PROBLEM_CONTENT_TYPE, problemBody } from './errors.js';
 import { numberWithFraction, repeatsMemberName } from './json-members.js';
@@ -263,10 +264,7 @@ export function clientError(this: FastifyInstance, err: NodeJS.ErrnoException, s
         : new AppError('invalid_request', `the request is not valid HTTP/1.1${err.code?.startsWith('HPE_') ? ` (${err.code})` : ''}`);
   const requestId = genReqId();
   this.log.info({ reqId: requestId, code: appErr.code, reason: err.code }, appErr.message);
-  // Never into the middle of an answer already under way on this connection.
-  const answering = (socket as { _httpMessage?: { headersSent?: boolean } })._httpMessage?.headersSent;
-  if (socket.writable && !answering) writeRawProblem(socket, appErr, requestId);
-  socket.destroy();
+  lastAnswer(socket as HttpSocket, appErr, requestId);
 }
 
 /**
@@ -274,16 +272,41 @@ export function clientError(this: FastifyInstance, err: NodeJS.ErrnoException, s
  * connection without a word.
  */
 export function refuseConnect(this: FastifyInstance, _request: unknown, socket: Duplex): void {
-  const requestId = genReqId();
-  if (socket.writable) writeRawProblem(socket, new AppError('method_not_allowed', 'CONNECT is not supported: this is not a proxy'), requestId);
+  const err = new AppError('method_not_allowed', 'CONNECT is not supported: this is not a proxy', { headers: { allow: ALLOW_METHODS } });
+  lastAnswer(socket as HttpSocket, err, genReqId());
+}
+
+/** A connection as Node's HTTP server keeps it: the answer under way on it, if any. */
+type HttpSocket = Duplex & {
+  _httpMessage?: (ServerResponse & { req?: IncomingMessage }) | null;
+};
+
+/**
+ * The last answer on a connection the parser gave up on: written after the answers of the
+ * requests before it (HTTP/1.1 answers in order, and a client reads the first answer as its
+ * first request's), then the connection is closed. A request that was fully read (pipelined
+ * before the bad one) is answered first, however long it takes; an answer already being written
+ * is not cut. The request the error cut off itself (its body incomplete, nothing answered yet)
+ * gets this answer as its own.
+ */
+function lastAnswer(socket: HttpSocket, err: AppError, requestId: string): void {
+  if (socket.destroyed) return;
+  const pending = socket._httpMessage;
+  if (pending && !pending.writableFinished && (pending.headersSent || pending.req?.complete)) {
+    pending.once('finish', () => setImmediate(() => lastAnswer(socket, err, requestId)));
+    pending.once('close', () => pending.writableFinished || socket.destroy());
+    return;
+  }
+  if (socket.writable) writeRawProblem(socket, err, requestId);
   socket.destroy();
 }
 
 function writeRawProblem(socket: Duplex, err: AppError, requestId: string): void {
   const body = JSON.stringify(problemBody(err, requestId));
+  const headers = Object.entries(err.headers).map(([k, v]) => `${k}: ${v}\r\n`).join('');
   socket.write(
     `HTTP/1.1 ${err.status} ${STATUS_CODES[err.status]}\r\ncontent-type: ${PROBLEM_CONTENT_TYPE}\r\ncontent-length: ${Buffer.byteLength(body)}\r\n` +
-      `x-request-id: ${requestId}\r\nconnection: close\r\n\r\n${body}`,
+      `${headers}x-request-id: ${requestId}\r\nconnection: close\r\n\r\n${body}`,
   );
 }
 

@@ -1,7 +1,7 @@
 import { connect } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestApp, type TestApp } from '../helpers/app.js';
-import { createPolicy, POLICIES } from '../helpers/policies.js';
+import { createBody, createPolicy, POLICIES } from '../helpers/policies.js';
 
 /** Sends raw bytes on a new connection and resolves with everything the server wrote before it closed. */
 function raw(port: number, bytes: string): Promise<string> {
@@ -62,8 +62,24 @@ describe('errors below the routes', () => {
     expectRawProblem(await raw(port, `GET /api/services HTTP/1.1\r\nhost: x\r\nx-big: ${'a'.repeat(20_000)}\r\n\r\n`), 431, 'headers_too_large');
   });
 
-  it('CONNECT: 405 method_not_allowed', async () => {
-    expectRawProblem(await raw(port, 'CONNECT 127.0.0.1:443 HTTP/1.1\r\nhost: 127.0.0.1:443\r\n\r\n'), 405, 'method_not_allowed');
+  it('CONNECT: 405 method_not_allowed, with the Allow header a 405 must carry', async () => {
+    const r = expectRawProblem(await raw(port, 'CONNECT 127.0.0.1:443 HTTP/1.1\r\nhost: 127.0.0.1:443\r\n\r\n'), 405, 'method_not_allowed');
+    expect(r.headers.allow).toBe('GET, POST, PUT, OPTIONS');
+  });
+
+  // HTTP/1.1 answers in request order, and a client reads the first answer as its first
+  // request's: an error answer must not overtake the answer of a valid request before it (which
+  // ran: here a policy was created, whose keys would otherwise reach nobody).
+  it.each([
+    ['a malformed request', 'GET /healthz HTTP/1.1\r\nhost: x\r\nx-note: a\x01b\r\n\r\n', 400],
+    ['a CONNECT', 'CONNECT 127.0.0.1:443 HTTP/1.1\r\nhost: 127.0.0.1:443\r\n\r\n', 405],
+  ])('%s pipelined behind a valid request is answered after it', async (_name, second, status) => {
+    const body = JSON.stringify(createBody());
+    const first = `POST ${POLICIES} HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\n\r\n${body}`;
+    const answer = await raw(port, first + second);
+    const statuses = [...answer.matchAll(/HTTP\/1\.1 (\d{3})/g)].map((m) => Number(m[1]));
+    expect(statuses).toEqual([201, status]);
+    expect(answer).toContain('"adminKey"');
   });
 
   it('a request not sent whole in time: 408 request_timeout (the timeout itself is 30 s; raised here directly)', async () => {
