@@ -1,6 +1,8 @@
 import { isIP } from 'node:net';
 import { Type, type Static } from 'typebox';
 import { Value } from 'typebox/value';
+import { isAddress } from 'viem';
+import { USDC_ADDRESS } from './platform/prices.js';
 
 /**
  * Every environment variable the service reads, in one schema. It is parsed once at start; a
@@ -140,6 +142,30 @@ function isProxyAddress(entry: string): boolean {
   return mask !== 0 && (inverted & (inverted + 1)) === 0;
 }
 
+/**
+ * Where report payments go. A typo must stop the start, not send payments to an address nobody
+ * holds: a mixed-case address must carry a valid EIP-55 checksum, and the zero address and the
+ * USDC contract itself (tokens sent there are lost) are refused.
+ */
+function payToProblems(payTo: string): string[] {
+  if (/^0x0{40}$/i.test(payTo)) return ['PAY_TO: the zero address cannot receive payments'];
+  if (payTo.toLowerCase() === USDC_ADDRESS.toLowerCase()) return ['PAY_TO: the USDC contract itself cannot receive payments (they would be lost)'];
+  const mixedCase = payTo.slice(2) !== payTo.slice(2).toLowerCase() && payTo.slice(2) !== payTo.slice(2).toUpperCase();
+  if (mixedCase && !isAddress(payTo, { strict: true })) {
+    return ['PAY_TO: the EIP-55 checksum of this mixed-case address does not match: a character is wrong; copy the address again from where it came from'];
+  }
+  return [];
+}
+
+function isLoopbackUrl(url: string): boolean {
+  try {
+    const host = new URL(url).hostname.replace(/^\[|\]$/g, '');
+    return host === 'localhost' || host === '::1' || /^127\./.test(host);
+  } catch {
+    return false;
+  }
+}
+
 export function parseConfig(source: Record<string, string | undefined> = process.env): Config {
   const raw: Record<string, string> = {};
   for (const key of Object.keys(EnvSchema.properties)) {
@@ -161,6 +187,11 @@ export function parseConfig(source: Record<string, string | undefined> = process
     if (!isProxyAddress(entry)) problems.push(`TRUST_PROXY: ${JSON.stringify(entry)} is not an IP address, CIDR range, loopback, linklocal or uniquelocal`);
   }
   if (!env.CDP_API_KEY_ID !== !env.CDP_API_KEY_SECRET) problems.push('CDP_API_KEY_ID and CDP_API_KEY_SECRET: set both or neither');
+  if (env.PAY_TO) problems.push(...payToProblems(env.PAY_TO));
+  // The CDP keys sign every facilitator request: never over plain http beyond this machine.
+  if (env.CDP_API_KEY_ID && /^http:/i.test(env.FACILITATOR_URL) && !isLoopbackUrl(env.FACILITATOR_URL)) {
+    problems.push('FACILITATOR_URL: must be https when CDP_API_KEY_ID is set (plain http only to a facilitator on this machine)');
+  }
   if (problems.length) throw new ConfigError(`invalid configuration: ${problems.join('; ')}`);
 
   return {

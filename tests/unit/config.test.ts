@@ -159,6 +159,30 @@ describe('parseConfig', () => {
     expect(err.message).toContain('LOG_LEVEL');
   });
 
+  // A typo in PAY_TO would send every payment to an address nobody holds.
+  it.each([
+    ['the zero address', '0x0000000000000000000000000000000000000000'],
+    ['the USDC contract', '0x833589fcd6edb6e08f4c7c32d4f71b54bda02913'],
+    ['a mixed-case address with a wrong checksum', '0x70997970C51812dc3A010C7d01b50e0d17dc79c8'],
+  ])('PAY_TO as %s stops the start', (_what, payTo) => {
+    expect(configError({ PAY_TO: payTo }).message).toMatch(/^invalid configuration: PAY_TO: /);
+  });
+
+  it.each(['0x70997970C51812dc3A010C7d01b50e0d17dc79C8', '0x70997970c51812dc3a010c7d01b50e0d17dc79c8', '0X70997970C51812DC3A010C7D01B50E0D17DC79C8'.replace('0X', '0x')])(
+    'PAY_TO %s (checksummed, or in one case) is accepted',
+    (payTo) => {
+      expect(parseConfig({ PAY_TO: payTo }).payTo).toBe(payTo);
+    },
+  );
+
+  it('CDP keys never travel over plain http beyond this machine', () => {
+    const keys = { CDP_API_KEY_ID: 'id', CDP_API_KEY_SECRET: 'secret' };
+    expect(configError({ ...keys, FACILITATOR_URL: 'http://facilitator.example/x402' }).message).toContain('FACILITATOR_URL');
+    expect(parseConfig({ ...keys, FACILITATOR_URL: 'http://127.0.0.1:9000' }).facilitatorUrl).toBe('http://127.0.0.1:9000');
+    expect(parseConfig({ ...keys, FACILITATOR_URL: 'https://facilitator.example/x402' }).cdpApiKeyId).toBe('id');
+    expect(parseConfig({ FACILITATOR_URL: 'http://facilitator.example/x402' }).facilitatorUrl).toBe('http://facilitator.example/x402');
+  });
+
   it.each(['127.0.0.1', '::1', '10.0.0.0/8', 'fd00::/8', '10.0.0.0/255.0.0.0', 'loopback', 'linklocal', 'uniquelocal', '10.0.0.1, 10.0.0.2'])(
     'accepts TRUST_PROXY %j',
     (value) => {
