@@ -44,6 +44,7 @@ export const EnvSchema = Type.Object({
   POLICY_CREATE_LIMIT: int(20, 'Protected policies one source may create per day'),
   LEAD_LIMIT: int(10, 'Pilot leads one source may submit per hour'),
   ORDER_LIMIT: int(600, 'Recovery orders one source may create per hour'),
+  REFUSED_PAYMENT_LIMIT: int(60, 'Payments the facilitator may refuse for one source per hour; beyond, its paid requests with a payment get 429 before any facilitator call'),
   APPROVAL_TTL_SECONDS: int(3600, 'How long a HUMAN_APPROVAL request can be approved'),
   BASE_RPC_URLS: Type.String({
     default: 'https://mainnet.base.org',
@@ -97,6 +98,7 @@ export interface Config {
   policyCreateLimit: number;
   leadLimit: number;
   orderLimit: number;
+  refusedPaymentLimit: number;
   approvalTtlSeconds: number;
   receiptSigningKey: string | undefined;
   rpcUrls: string[];
@@ -206,6 +208,7 @@ export function parseConfig(source: Record<string, string | undefined> = process
     policyCreateLimit: Number(env.POLICY_CREATE_LIMIT),
     leadLimit: Number(env.LEAD_LIMIT),
     orderLimit: Number(env.ORDER_LIMIT),
+    refusedPaymentLimit: Number(env.REFUSED_PAYMENT_LIMIT),
     approvalTtlSeconds: Number(env.APPROVAL_TTL_SECONDS),
     receiptSigningKey: env.RECEIPT_SIGNING_KEY,
     rpcUrls: env.BASE_RPC_URLS.split(',').map((s) => s.trim()),

@@ -27,6 +27,9 @@ export function rateLimitTable(config: Config) {
     policyCreate: { points: config.policyCreateLimit, durationSeconds: 86400, title: 'Free pilot creation limit reached' },
     // Anyone may create an order, and each stores a report input of up to 64 KiB.
     orderCreate: { points: config.orderLimit, durationSeconds: 3600, title: 'Recovery order limit reached' },
+    // Counted when the facilitator refuses a payment (each costs a facilitator call, which the
+    // operator's facilitator quota pays for); checked before the next one is sent there.
+    refusedPayments: { points: config.refusedPaymentLimit, durationSeconds: 3600, title: 'Refused payment limit reached' },
     // Counted per policy (the source is `policy:<policyId>`), not per address.
     evidence: { points: config.evidenceLimit, durationSeconds: 3600, title: 'Evidence request limit reached' },
   } satisfies Record<string, Limit>;
@@ -37,6 +40,10 @@ export type LimitName = keyof ReturnType<typeof rateLimitTable>;
 export interface RateLimiter {
   /** Counts one request of `source` against `name`; throws a 429 AppError when over the limit. */
   consume(name: LimitName, source: string): Promise<void>;
+  /** Throws the 429 of `name` when `source` has no request left under it, counting nothing. */
+  ensureLeft(name: LimitName, source: string): Promise<void>;
+  /** Counts one against `name` for `source`, never refusing (the next ensureLeft will). */
+  count(name: LimitName, source: string): Promise<void>;
   /**
    * Route hooks (onRequest or preHandler) counting the request's source against `name`: none at
    * all when rate limits are off, so a benchmark measures the route, not an empty hook.
@@ -68,22 +75,36 @@ export function createRateLimiter(config: Config, opts: RateLimiterOptions = {})
     );
   }
 
+  const limited = (name: LimitName, res: RateLimiterRes) => {
+    const retryAfter = Math.max(1, Math.ceil(res.msBeforeNext / 1000));
+    return new AppError('rate_limited', `limit of ${table[name].points} requests per ${table[name].durationSeconds} s per source; retry after ${retryAfter} s`, {
+      title: table[name].title,
+      retryAfter,
+    });
+  };
+
   async function consume(name: LimitName, source: string): Promise<void> {
     if (!config.rateLimits) return;
     try {
       await limiters.get(name)!.consume(source);
     } catch (rej) {
       if (!(rej instanceof RateLimiterRes)) throw rej;
-      const retryAfter = Math.max(1, Math.ceil(rej.msBeforeNext / 1000));
-      throw new AppError('rate_limited', `limit of ${table[name].points} requests per ${table[name].durationSeconds} s per source; retry after ${retryAfter} s`, {
-        title: table[name].title,
-        retryAfter,
-      });
+      throw limited(name, rej);
     }
   }
 
   return {
     consume,
+    async ensureLeft(name, source) {
+      if (!config.rateLimits) return;
+      const res = await limiters.get(name)!.get(source);
+      if (res && res.consumedPoints >= table[name].points) throw limited(name, res);
+    },
+    async count(name, source) {
+      if (!config.rateLimits) return;
+      // A count lost (Redis failing mid-call) costs nothing but one count; it never fails the request.
+      await limiters.get(name)!.penalty(source, 1).catch(() => undefined);
+    },
     hook: (name) => (config.rateLimits ? [async (request) => consume(name, sourceOf(request.ip))] : []),
   };
 }

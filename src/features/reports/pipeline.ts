@@ -6,6 +6,7 @@ import { digestOf } from '../../platform/canonical.js';
 import { writeTransaction } from '../../platform/db/tx.js';
 import { AppError } from '../../platform/errors.js';
 import { compileBodyValidator, noStore } from '../../platform/http.js';
+import { sourceOf } from '../../platform/rate-limit.js';
 import { newId } from '../../platform/ids.js';
 import { NETWORK, PAID_REPORTS, priceMicro, type PaidReportName } from '../../platform/prices.js';
 import type { ReceiptSigner } from '../../platform/receipts.js';
@@ -82,7 +83,7 @@ export class PaidReports {
       schema: {
         tags: ['paid reports'],
         summary: `${def.summary} (x402: ${report.price} USDC)`,
-        description: `${def.description}\n\nCharged ${report.price} USDC per delivered report, INCOMPLETE or negative results included. Without PAYMENT-SIGNATURE the answer is 402 with PAYMENT-REQUIRED (nothing charged). Send Report-Id and Recovery-Key (from POST /api/orders) to be able to restore the report through POST /api/orders/recover.`,
+        description: `${def.description}\n\nCharged ${report.price} USDC per delivered report, INCOMPLETE or negative results included. Without PAYMENT-SIGNATURE the answer is 402 with PAYMENT-REQUIRED (nothing charged). Send Report-Id and Recovery-Key (from POST /api/orders) to be able to restore the report through POST /api/orders/recover. A source whose payments the facilitator refused ${this.deps.config.refusedPaymentLimit} times within an hour gets 429 with Retry-After for the rest of that hour, before any facilitator call (a report it already bought is still delivered).`,
         security: [{ x402: [] }],
         headers: {
           type: 'object',
@@ -100,7 +101,7 @@ export class PaidReports {
             headers: PaymentResponseHeader,
           },
           202: { ...PendingReport, headers: RetryAfterHeader },
-          ...problems(400, 404, 409, 410, 412, 413, 415, 502, 503),
+          ...problems(400, 404, 409, 410, 412, 413, 415, 429, 502, 503),
           402: ChallengeProblem,
           412: { ...problems(412)[412], description: 'Precondition failed: the payment needs an allowance granted first (PAYMENT-REQUIRED says which); nothing charged', headers: PaymentRequiredHeader },
         },
@@ -141,6 +142,10 @@ export class PaidReports {
       const row = await this.guardStorage(() => this.store.byAuth(payment.authId));
       return row && this.resumePurchase(reply, row, path, inputDigest, payment.digest);
     };
+    // Every payment sent on costs a facilitator call: a source whose payments keep being refused
+    // (made-up or unfunded authorizations) is stopped here, before the facilitator.
+    const source = sourceOf(request.ip);
+    await this.deps.limiter.ensureLeft('refusedPayments', source);
     let gate: GateResult;
     try {
       gate = await this.deps.gateway.gate(request, signature);
@@ -153,6 +158,7 @@ export class PaidReports {
     if (gate.kind === 'respond') {
       const delivered = await meanwhile();
       if (delivered) return delivered;
+      await this.deps.limiter.count('refusedPayments', source);
       return this.sendGate(def, gate, true);
     }
     const fromBlock = await this.deps.chain.getBlockNumber({ cacheTime: 0 }).catch(() => {

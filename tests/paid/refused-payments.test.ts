@@ -1,0 +1,58 @@
+// Each payment sent on costs a facilitator call (the operator's facilitator quota pays for it).
+// A source whose payments the facilitator keeps refusing (made-up or unfunded authorizations) is
+// stopped before the facilitator once it has had REFUSED_PAYMENT_LIMIT refusals in an hour; a
+// report it already bought is still delivered.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { expectProblem } from '../helpers/problems.js';
+import { asInjected, signPayment, startPaidStack, type PaidStack } from '../helpers/paid.js';
+
+let s: PaidStack;
+beforeAll(async () => {
+  s = await startPaidStack({ config: { rateLimits: true, refusedPaymentLimit: 2 } });
+});
+afterAll(async () => {
+  await s?.close();
+});
+
+/** The same authorization with a signature the facilitator refuses (its last byte changed). */
+function spoiled(header: string): string {
+  const payment = JSON.parse(Buffer.from(header, 'base64').toString('utf8')) as { payload: { signature: string } };
+  const sig = payment.payload.signature;
+  payment.payload.signature = `${sig.slice(0, -2)}${sig.endsWith('00') ? '01' : '00'}`;
+  return Buffer.from(JSON.stringify(payment)).toString('base64');
+}
+
+describe('refused payments per source', () => {
+  it('after the limit: 429 before any facilitator call, nothing charged; a bought report is still delivered', async () => {
+    const url = `${s.url}/api/quick-check`;
+    const pay = (signature: string) => fetch(url, { headers: { 'payment-signature': signature } });
+    const bought = await signPayment(s, 3, url);
+    expect((await pay(bought)).status).toBe(200);
+
+    const verifies = () => s.devnet.facilitator.calls.verify;
+    for (let i = 0; i < 2; i++) {
+      const before = verifies();
+      expectProblem(await asInjected(await pay(spoiled(await signPayment(s, 3, url)))), 402, 'payment_invalid');
+      expect(verifies()).toBe(before + 1);
+    }
+
+    const before = verifies();
+    const payer = s.devnet.accounts[3]!.address;
+    const balance = await s.balanceOf(payer);
+    for (const signature of [spoiled(await signPayment(s, 3, url)), await signPayment(s, 3, url)]) {
+      const res = await pay(signature);
+      const problem = expectProblem(await asInjected(res), 429, 'rate_limited');
+      expect(problem.title).toBe('Refused payment limit reached');
+      expect(Number(res.headers.get('retry-after'))).toBeGreaterThan(0);
+    }
+    expect(verifies()).toBe(before);
+    expect(await s.balanceOf(payer)).toBe(balance);
+
+    // The report bought before is delivered again for its payment, never charged again.
+    const again = await pay(bought);
+    expect(again.status).toBe(200);
+    expect(await s.balanceOf(payer)).toBe(balance);
+    // Without a payment the challenge is still answered (it costs no facilitator call).
+    expect((await fetch(url)).status).toBe(402);
+  });
+});
