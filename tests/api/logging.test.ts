@@ -78,18 +78,23 @@ describe('log lines never hold a key', () => {
 
 describe('what the log does with unusual errors and keys in unusual places', () => {
   const KEY = `sgp_admin_${'A1b2C3d4E5'.repeat(4)}xyz`;
-  /** A pino logger with the service's options, writing into `lines`. */
-  function serviceLogger(lines: string[]) {
+  /** The service's logger options at `level`, and the lines they write. */
+  function capturedLog(level: string) {
+    const lines: string[] = [];
     const stream = new PassThrough();
     stream.on('data', (c: Buffer) => lines.push(...c.toString('utf8').split('\n').filter(Boolean)));
-    const { stream: _unused, ...opts } = loggerOptions(testConfig({ logLevel: 'trace' }), stream);
-    return pino(opts, stream);
+    return { lines, stream, logger: loggerOptions(testConfig({ logLevel: level }), stream) };
+  }
+  /** A pino logger with the service's options, and the lines it writes. */
+  function serviceLogger() {
+    const { lines, stream, logger } = capturedLog('trace');
+    const { stream: _unused, ...opts } = logger;
+    return { lines, log: pino(opts, stream) };
   }
   const flushed = () => new Promise((r) => setImmediate(r));
 
   it('an err that is not an Error is logged as it is, not a crash of the logger', async () => {
-    const lines: string[] = [];
-    const log = serviceLogger(lines);
+    const { lines, log } = serviceLogger();
     expect(() => log.error({ err: `plain ${KEY}` }, 'x')).not.toThrow();
     expect(() => log.error({ err: { code: 'EWHATEVER' } }, 'y')).not.toThrow();
     await flushed();
@@ -98,8 +103,7 @@ describe('what the log does with unusual errors and keys in unusual places', () 
   });
 
   it('an error logged without a message: pino takes its message, and it is redacted too', async () => {
-    const lines: string[] = [];
-    const log = serviceLogger(lines);
+    const { lines, log } = serviceLogger();
     // The shape Fastify itself logs (a reply sent twice names the raw URL).
     log.warn({ err: new Error(`Reply was already sent for url: /api/x?key=${KEY}`) });
     log.error(new Error(`bad ${KEY}`));
@@ -110,10 +114,8 @@ describe('what the log does with unusual errors and keys in unusual places', () 
   });
 
   it('a key percent-encoded in the URL, or sent as the Host, is redacted', async () => {
-    const lines: string[] = [];
-    const stream = new PassThrough();
-    stream.on('data', (c: Buffer) => lines.push(...c.toString('utf8').split('\n').filter(Boolean)));
-    const t = await createTestApp({ logger: loggerOptions(testConfig({ logLevel: 'trace' }), stream) });
+    const { lines, logger } = capturedLog('trace');
+    const t = await createTestApp({ logger });
     try {
       const encoded = [...KEY].map((c) => `%${c.charCodeAt(0).toString(16).padStart(2, '0')}`).join('');
       await t.app.inject({ method: 'GET', url: `/healthz?key=${encoded}` });
@@ -128,28 +130,22 @@ describe('what the log does with unusual errors and keys in unusual places', () 
   });
 
   it('a route that throws a plain object still answers a problem body, and the log keeps it', async () => {
-    const lines: string[] = [];
-    const stream = new PassThrough();
-    stream.on('data', (c: Buffer) => lines.push(...c.toString('utf8').split('\n').filter(Boolean)));
-    const t = await createTestAppWith((app) => void app.get('/boom', async () => Promise.reject({ code: 'ESOMETHING' })), {
-      logger: loggerOptions(testConfig({ logLevel: 'info' }), stream),
-    });
+    const { lines, logger } = capturedLog('info');
+    const t = await createTestAppWith((app) => void app.get('/boom', async () => Promise.reject({ code: 'ESOMETHING' })), { logger });
     try {
       const res = await t.app.inject({ method: 'GET', url: '/boom' });
       expect(res.statusCode).toBe(500);
       expect(res.headers['content-type']).toContain('application/problem+json');
       const failure = lines.map((l) => JSON.parse(l) as { level: number; err?: unknown }).find((l) => l.level === 50);
-      expect(JSON.stringify(failure?.err)).toContain("ESOMETHING");
+      expect(JSON.stringify(failure?.err)).toContain('ESOMETHING');
     } finally {
       await t.close();
     }
   });
 
   it('outages are errors with their cause: a facilitator down, a database closed', async () => {
-    const lines: string[] = [];
-    const stream = new PassThrough();
-    stream.on('data', (c: Buffer) => lines.push(...c.toString('utf8').split('\n').filter(Boolean)));
-    const t = await createTestApp({ config: { payTo: ADDR.carol }, logger: loggerOptions(testConfig({ logLevel: 'info' }), stream) });
+    const { lines, logger } = capturedLog('info');
+    const t = await createTestApp({ config: { payTo: ADDR.carol }, logger });
     try {
       // The facilitator's URL here points at a closed port.
       expect((await t.app.inject({ method: 'GET', url: '/api/quick-check' })).statusCode).toBe(502);
