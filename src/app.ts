@@ -140,7 +140,9 @@ export async function buildApp(deps: AppDeps): Promise<App> {
   await app.register(decisionRoutes, { ...deps, decisions });
   // One Base client for paid reports and evidence checks.
   const chain = deps.chain ?? createChainClient(deps.config);
-  await app.register(reportRoutes, { ...deps, receipts, chain });
+  // The same URLs without the Base check, for the one report about whichever chain they serve.
+  const anyChain = deps.chain ?? createChainClient(deps.config, { anyChain: true });
+  await app.register(reportRoutes, { ...deps, receipts, chain, anyChain });
   await app.register(evidenceRoutes, { ...deps, receipts, decisions, chain });
   await app.register(tokenRoutes, { ...deps, chain });
   return app;

@@ -10,9 +10,13 @@ import { AppError } from './errors.js';
  */
 export type ChainClient = PublicClient<Transport, typeof base>;
 
-export function createChainClient(config: Pick<Config, 'rpcUrls' | 'rpcTimeoutMs'>): ChainClient {
+export function createChainClient(config: Pick<Config, 'rpcUrls' | 'rpcTimeoutMs'>, opts: { anyChain?: boolean } = {}): ChainClient {
   if (config.rpcUrls.length === 0) throw new Error('createChainClient: at least one RPC URL is required');
-  const transports = config.rpcUrls.map((url) => servingBase(http(url, { timeout: config.rpcTimeoutMs, retryCount: 1 })));
+  // anyChain: no URL is asked for its chain first (the quick check, whose report is that chain id).
+  const transports = config.rpcUrls.map((url) => {
+    const transport = http(url, { timeout: config.rpcTimeoutMs, retryCount: 1 });
+    return opts.anyChain ? transport : servingBase(transport);
+  });
   return createPublicClient({
     chain: base,
     // rank:false keeps the operator's order (the first URL is the preferred provider). The
@@ -30,16 +34,19 @@ export class WrongChainError extends BaseError {
 }
 
 /**
- * Each RPC URL is asked for its chain id before it answers anything else, once it has answered
- * (again after it failed). viem's fallback moves to the next URL when one fails, and a check made
- * once per client would only vouch for the first: with a testnet URL second in BASE_RPC_URLS, a
- * transfer on that testnet was recorded as a final MATCH once the first URL timed out. A URL on
- * another chain fails its reads (the fallback goes on to the next, or the read is a 502).
+ * Each RPC URL is asked for its chain id along with its first read, whose answer is used only
+ * once the chain id is Base; then not again until the URL fails. viem's fallback moves to the
+ * next URL when one fails, and a check made once per client would only vouch for the first: with
+ * a testnet URL second in BASE_RPC_URLS, a transfer on that testnet was recorded as a final MATCH
+ * once the first URL timed out. A URL on another chain fails its reads (the fallback goes on to
+ * the next, or the read is a 502).
  */
 function servingBase(inner: Transport): Transport {
+  // Kept for the URL, not per transport: viem's fallback builds a URL's transport afresh for
+  // every request, so a check kept there was made again before every read.
+  let verified: Promise<void> | undefined;
   return (params) => {
     const t = inner(params);
-    let verified: Promise<void> | undefined;
     // A failed check (no answer, or another chain) is not kept: the next read asks again.
     const verify = () =>
       (verified ??= (t.request({ method: 'eth_chainId' }) as Promise<string>)
@@ -53,9 +60,11 @@ function servingBase(inner: Transport): Transport {
     return {
       ...t,
       async request(args, options) {
-        if (args.method !== 'eth_chainId') await verify();
+        if (args.method === 'eth_chainId') return t.request(args, options);
         try {
-          return await t.request(args, options);
+          // Sent alongside the check (no extra round trip), the answer used only once it passed.
+          const [, answer] = await Promise.all([verify(), t.request(args, options)]);
+          return answer;
         } catch (err) {
           // Not an answer of the node (a timeout, a refused connection, an HTTP error): whatever
           // serves this URL next is asked for its chain again.

@@ -40,10 +40,12 @@ export type LimitName = keyof ReturnType<typeof rateLimitTable>;
 export interface RateLimiter {
   /** Counts one request of `source` against `name`; throws a 429 AppError when over the limit. */
   consume(name: LimitName, source: string): Promise<void>;
-  /** Throws the 429 of `name` when `source` has no request left under it, counting nothing. */
-  ensureLeft(name: LimitName, source: string): Promise<void>;
-  /** Counts one against `name` for `source`, never refusing (the next ensureLeft will). */
-  count(name: LimitName, source: string): Promise<void>;
+  /**
+   * Counts one against `name` for `source` (the 429 of `name` when none is left), and returns
+   * the way to give it back: for a limit on outcomes, counted before the outcome is known so that
+   * concurrent requests cannot all pass, and given back when the outcome is not one it limits.
+   */
+  reserve(name: LimitName, source: string): Promise<() => Promise<void>>;
   /**
    * Route hooks (onRequest or preHandler) counting the request's source against `name`: none at
    * all when rate limits are off, so a benchmark measures the route, not an empty hook.
@@ -95,15 +97,11 @@ export function createRateLimiter(config: Config, opts: RateLimiterOptions = {})
 
   return {
     consume,
-    async ensureLeft(name, source) {
-      if (!config.rateLimits) return;
-      const res = await limiters.get(name)!.get(source);
-      if (res && res.consumedPoints >= table[name].points) throw limited(name, res);
-    },
-    async count(name, source) {
-      if (!config.rateLimits) return;
-      // A count lost (Redis failing mid-call) costs nothing but one count; it never fails the request.
-      await limiters.get(name)!.penalty(source, 1).catch(() => undefined);
+    async reserve(name, source) {
+      if (!config.rateLimits) return async () => {};
+      await consume(name, source);
+      // A count not given back (Redis failing mid-call) costs one count; it never fails the request.
+      return async () => void (await limiters.get(name)!.reward(source, 1).catch(() => undefined));
     },
     hook: (name) => (config.rateLimits ? [async (request) => consume(name, sourceOf(request.ip))] : []),
   };

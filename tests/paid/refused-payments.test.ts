@@ -56,3 +56,29 @@ describe('refused payments per source', () => {
     expect((await fetch(url)).status).toBe(402);
   });
 });
+
+describe('refused payments sent at once', () => {
+  let c: PaidStack;
+  beforeAll(async () => {
+    c = await startPaidStack({ config: { rateLimits: true, refusedPaymentLimit: 2 } });
+  });
+  afterAll(async () => {
+    await c?.close();
+  });
+
+  it('cannot all pass the limit: each counts as refused until the facilitator answers', async () => {
+    const url = `${c.url}/api/quick-check`;
+    const signatures = await Promise.all(Array.from({ length: 20 }, async () => spoiled(await signPayment(c, 4, url))));
+    c.devnet.facilitator.setFaults({ delayMs: 300 }); // so that they overlap at the facilitator
+    const before = c.devnet.facilitator.calls.verify;
+    let statuses: number[];
+    try {
+      statuses = await Promise.all(signatures.map(async (signature) => (await fetch(url, { headers: { 'payment-signature': signature } })).status));
+    } finally {
+      c.devnet.facilitator.setFaults({});
+    }
+    expect(c.devnet.facilitator.calls.verify - before).toBe(2);
+    expect(statuses.filter((st) => st === 402)).toHaveLength(2);
+    expect(statuses.filter((st) => st === 429)).toHaveLength(18);
+  });
+});

@@ -71,3 +71,13 @@ describe('paid reports from an RPC that does not serve Base', () => {
     expect(await wrong.balanceOf(payer)).toBeLessThan(payer0);
   });
 });
+
+describe('the quick check against an RPC that does not serve Base', () => {
+  it('reports the chain id it finds: a delivered FAIL naming 84532, never a 502', async () => {
+    const url = `${wrong.url}/api/quick-check`;
+    const sig = await signPayment(wrong, PAYER, url);
+    const res = await fetch(url, { headers: { 'payment-signature': sig } });
+    expect(res.status, await res.clone().text()).toBe(200);
+    expect(await res.json()).toMatchObject({ status: 'FAIL', checks: { chainId: { observed: NOT_BASE_CHAIN_ID, match: false } } });
+  });
+});

@@ -32,6 +32,12 @@ export interface PaidReportDef {
    */
   check?(input: any, part?: string): void;
   produce(input: any, now: Date): Promise<Record<string, unknown>>;
+  /**
+   * The report is about whichever chain the RPC serves (the quick check): the block the payment's
+   * later lookup starts from is read without asking the RPC for Base first, as before any report
+   * read checked it, so that its buyer gets the FAIL naming the chain id rather than a 502.
+   */
+  readsAnyChain?: boolean;
 }
 
 /**
@@ -50,6 +56,8 @@ export function reportInputValidator(def: PaidReportDef, part: string): (input: 
 export interface PaymentDeps extends AppDeps {
   gateway: PaymentGateway;
   chain: ChainClient;
+  /** The same RPC URLs, no chain asked first (see PaidReportDef.readsAnyChain). */
+  anyChain: ChainClient;
   receipts: ReceiptSigner;
 }
 
@@ -143,13 +151,14 @@ export class PaidReports {
       return row && this.resumePurchase(reply, row, path, inputDigest, payment.digest);
     };
     // Every payment sent on costs a facilitator call: a source whose payments keep being refused
-    // (made-up or unfunded authorizations) is stopped here, before the facilitator.
-    const source = sourceOf(request.ip);
-    await this.deps.limiter.ensureLeft('refusedPayments', source);
+    // (made-up or unfunded authorizations) is stopped here, before the facilitator. Each payment
+    // counts as refused until the facilitator says otherwise, so concurrent ones cannot all pass.
+    const unrefused = await this.deps.limiter.reserve('refusedPayments', sourceOf(request.ip));
     let gate: GateResult;
     try {
       gate = await this.deps.gateway.gate(request, signature);
     } catch (err) {
+      await unrefused();
       if (!(err instanceof AppError && err.code === 'upstream_unavailable')) throw err;
       const delivered = await meanwhile();
       if (delivered) return delivered;
@@ -157,11 +166,14 @@ export class PaidReports {
     }
     if (gate.kind === 'respond') {
       const delivered = await meanwhile();
-      if (delivered) return delivered;
-      await this.deps.limiter.count('refusedPayments', source);
+      if (delivered) {
+        await unrefused();
+        return delivered;
+      }
       return this.sendGate(def, gate, true);
     }
-    const fromBlock = await this.deps.chain.getBlockNumber({ cacheTime: 0 }).catch(() => {
+    await unrefused();
+    const fromBlock = await (def.readsAnyChain ? this.deps.anyChain : this.deps.chain).getBlockNumber({ cacheTime: 0 }).catch(() => {
       throw new AppError('upstream_unavailable', 'the chain could not be read; nothing was charged');
     });
     const produced = await def.produce(input, now);

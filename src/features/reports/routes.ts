@@ -14,7 +14,7 @@ import { transactionPreflightReportDef } from '../preflight/route.js';
 import { createMarketData } from '../../platform/market/failover.js';
 
 /** The paid reports this build serves; later reports add themselves here. */
-export function reportDefinitions(deps: AppDeps, chain: ChainClient): PaidReportDef[] {
+export function reportDefinitions(deps: AppDeps, chain: ChainClient, anyChain: ChainClient): PaidReportDef[] {
   // Liquidity evidence for token risk: a fresh provider answer, never the preview's stale fallback.
   const market = deps.market?.data ?? createMarketData(deps.config, deps.clock);
   return [
@@ -27,7 +27,9 @@ export function reportDefinitions(deps: AppDeps, chain: ChainClient): PaidReport
       response: QuickCheckReport,
       summary: 'Quick check: chain identity and official USDC contract presence',
       description: 'A fixed check that the node serves chain 8453 and that the official USDC contract has code. Not a token-risk report, simulation, payment proof or contract audit. 502 when the chain cannot be read (nothing charged).',
-      produce: (_input, now) => quickCheck(chain, now),
+      // The one report about whichever chain the RPC serves: its client asks no chain id first.
+      produce: (_input, now) => quickCheck(anyChain, now),
+      readsAnyChain: true,
     },
     {
       name: 'paymentProof',
@@ -41,11 +43,12 @@ export function reportDefinitions(deps: AppDeps, chain: ChainClient): PaidReport
   ];
 }
 
-export const reportRoutes: FastifyPluginAsync<AppDeps & { receipts: ReceiptSigner; chain?: ChainClient; gateway?: PaymentGateway }> = async (app, deps) => {
+export const reportRoutes: FastifyPluginAsync<AppDeps & { receipts: ReceiptSigner; chain?: ChainClient; anyChain?: ChainClient; gateway?: PaymentGateway }> = async (app, deps) => {
   const chain = deps.chain ?? createChainClient(deps.config);
-  const defs = reportDefinitions(deps, chain);
+  const anyChain = deps.anyChain ?? deps.chain ?? createChainClient(deps.config, { anyChain: true });
+  const defs = reportDefinitions(deps, chain, anyChain);
   const gateway = deps.gateway ?? new PaymentGateway(deps.config, defs.map((d) => ({ name: d.name, input: d.body, ...(d.example ? { example: d.example } : {}) })));
-  const reports = new PaidReports({ ...deps, chain, gateway });
+  const reports = new PaidReports({ ...deps, chain, anyChain, gateway });
   for (const def of defs) reports.register(app, def);
   await app.register(orderRoutes, { ...deps, reports, defs });
 };
