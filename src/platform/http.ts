@@ -262,10 +262,15 @@ export function clientError(this: FastifyInstance, err: NodeJS.ErrnoException, s
       : err.code === 'HPE_HEADER_OVERFLOW'
         ? new AppError('headers_too_large', 'the request line and headers are limited to 16 KiB')
         : new AppError('invalid_request', `the request is not valid HTTP/1.1${err.code?.startsWith('HPE_') ? ` (${err.code})` : ''}`);
+  // Once a connection's last answer is decided, what else arrives on it is not read any more.
+  if (closingSockets.has(socket)) return;
   const requestId = genReqId();
   this.log.info({ reqId: requestId, code: appErr.code, reason: err.code }, appErr.message);
   lastAnswer(socket as HttpSocket, appErr, requestId);
 }
+
+/** Connections whose last answer waits for the answers before it (see lastAnswer). */
+const closingSockets = new WeakSet<Duplex>();
 
 /**
  * A CONNECT request (a proxy tunnel) is no route of this service; without this Node closes the
@@ -293,6 +298,10 @@ function lastAnswer(socket: HttpSocket, err: AppError, requestId: string): void 
   if (socket.destroyed) return;
   const pending = socket._httpMessage;
   if (pending && !pending.writableFinished && (pending.headersSent || pending.req?.complete)) {
+    if (!closingSockets.has(socket)) {
+      closingSockets.add(socket);
+      socket.pause(); // nothing more is read from it: the parser gave up on it
+    }
     pending.once('finish', () => setImmediate(() => lastAnswer(socket, err, requestId)));
     pending.once('close', () => pending.writableFinished || socket.destroy());
     return;

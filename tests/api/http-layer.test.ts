@@ -1,6 +1,8 @@
 import { connect } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createTestApp, type TestApp } from '../helpers/app.js';
+import { loggerOptions } from '../../src/app.js';
+import { testConfig } from '../../src/config.js';
+import { createTestApp, createTestAppWith, type TestApp } from '../helpers/app.js';
 import { createBody, createPolicy, POLICIES } from '../helpers/policies.js';
 
 /** Sends raw bytes on a new connection and resolves with everything the server wrote before it closed. */
@@ -105,5 +107,54 @@ describe('errors below the routes', () => {
   it('the service goes on answering on other connections', async () => {
     const r = parse(await raw(port, 'GET /healthz HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n'));
     expect(r.status).toBe(200);
+  });
+});
+
+describe('garbage pipelined behind a slow request', () => {
+  let t: TestApp;
+  let port: number;
+  let release: () => void = () => {};
+  let slowReply: import('node:http').ServerResponse | undefined;
+  const logged: string[] = [];
+  beforeAll(async () => {
+    const stream = new (await import('node:stream')).PassThrough();
+    stream.on('data', (c: Buffer) => logged.push(...c.toString('utf8').split('\n').filter(Boolean)));
+    t = await createTestAppWith(
+      (app) =>
+        void app.get('/slow', async (_request, reply) => {
+          slowReply = reply.raw;
+          await new Promise<void>((r) => (release = r));
+          return { ok: true };
+        }),
+      { logger: loggerOptions(testConfig({ logLevel: 'info' }), stream) },
+    );
+    await t.app.listen({ host: '127.0.0.1', port: 0 });
+    port = (t.app.server.address() as { port: number }).port;
+  });
+  afterAll(async () => {
+    release();
+    await t.close();
+  });
+
+  it('is read no further once the parser gave up: one error logged, no listeners piling up, answers in order', async () => {
+    const socket = connect(port, '127.0.0.1');
+    let got = '';
+    socket.setEncoding('latin1');
+    socket.on('data', (d: string) => (got += d));
+    const closed = new Promise<void>((r) => socket.on('close', () => r()));
+    await new Promise((r) => socket.once('connect', r));
+    socket.write('GET /slow HTTP/1.1\r\nhost: x\r\n\r\n');
+    while (!slowReply) await new Promise((r) => setTimeout(r, 10));
+    socket.write('BOGUS\x01 / HTTP/1.1\r\n');
+    for (let i = 0; i < 100; i++) {
+      socket.write(`garbage line ${i} \x01\r\n`);
+      await new Promise((r) => setImmediate(r));
+    }
+    await new Promise((r) => setTimeout(r, 100));
+    expect(slowReply.listenerCount('finish')).toBeLessThanOrEqual(3);
+    release();
+    await closed;
+    expect([...got.matchAll(/HTTP\/1\.1 (\d{3})/g)].map((m) => Number(m[1]))).toEqual([200, 400]);
+    expect(logged.filter((l) => l.includes('not valid HTTP/1.1'))).toHaveLength(1);
   });
 });
