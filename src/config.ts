@@ -159,10 +159,11 @@ function payToProblems(payTo: string): string[] {
   return [];
 }
 
+/** localhost, or a loopback IP address (127.0.0.0/8, ::1): never a DNS name like 127.example.com. */
 function isLoopbackUrl(url: string): boolean {
   try {
     const host = new URL(url).hostname.replace(/^\[|\]$/g, '');
-    return host === 'localhost' || host === '::1' || /^127\./.test(host);
+    return host === 'localhost' || host === '::1' || (isIP(host) === 4 && host.startsWith('127.'));
   } catch {
     return false;
   }

@@ -45,6 +45,11 @@ export class ReceiptSigner {
   static async load(database: Database, configured?: string): Promise<ReceiptSigner> {
     const signer = await ReceiptSigner.loadKey(database, configured);
     await signer.publish(database);
+    // A key generated before RECEIPT_SIGNING_KEY was set signed receipts too: publish it as well.
+    if (configured) {
+      const generated = await database.db.selectFrom('kv').select('value').where('key', '=', KV_KEY).executeTakeFirst();
+      if (generated) await ReceiptSigner.fromPrivateKey(createPrivateKey(generated.value)).publish(database);
+    }
     return signer;
   }
 

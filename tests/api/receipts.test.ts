@@ -214,6 +214,21 @@ describe('decision receipts', () => {
     }
   });
 
+  it('upgrading with RECEIPT_SIGNING_KEY set keeps the key generated before in the JWKS', async () => {
+    // A database from before keys were published: only the generated private key is in kv.
+    const p = await createPolicy(t);
+    const made = await decide(t, p, { amount: '3' });
+    await t.database.db.deleteFrom('kv').where('key', '!=', 'receipt_signing_key').execute();
+    const seed = generateKeyPairSync('ed25519').privateKey.export({ format: 'jwk' }).d!;
+    const upgraded = await createTestApp({ database: t.database, clock: t.clock, config: { receiptSigningKey: seed } });
+    try {
+      const published = json(await upgraded.app.inject({ method: 'GET', url: '/.well-known/jwks.json' }));
+      expect(published.keys.map((k: { kid: string }) => k.kid)).toContain(made.receipt.keyId);
+    } finally {
+      await upgraded.app.close();
+    }
+  });
+
   it('a RECEIPT_SIGNING_KEY PEM that is not a private key stops the start naming the variable', async () => {
     const pem = generateKeyPairSync('ed25519').publicKey.export({ type: 'spki', format: 'pem' }).toString();
     await expect(createTestApp({ database: t.database, clock: t.clock, config: { receiptSigningKey: pem } })).rejects.toThrow(/^RECEIPT_SIGNING_KEY: /);

@@ -178,6 +178,11 @@ describe('parseConfig', () => {
   it('CDP keys never travel over plain http beyond this machine', () => {
     const keys = { CDP_API_KEY_ID: 'id', CDP_API_KEY_SECRET: 'secret' };
     expect(configError({ ...keys, FACILITATOR_URL: 'http://facilitator.example/x402' }).message).toContain('FACILITATOR_URL');
+    // Names that only look like loopback addresses are names like any other.
+    for (const url of ['http://127.attacker.example', 'http://127.0.0.1.nip.io/x402', 'http://localhost.example']) {
+      expect(configError({ ...keys, FACILITATOR_URL: url }).message).toContain('FACILITATOR_URL');
+    }
+    expect(parseConfig({ ...keys, FACILITATOR_URL: 'http://[::1]:9000' }).facilitatorUrl).toBe('http://[::1]:9000');
     expect(parseConfig({ ...keys, FACILITATOR_URL: 'http://127.0.0.1:9000' }).facilitatorUrl).toBe('http://127.0.0.1:9000');
     expect(parseConfig({ ...keys, FACILITATOR_URL: 'https://facilitator.example/x402' }).cdpApiKeyId).toBe('id');
     expect(parseConfig({ FACILITATOR_URL: 'http://facilitator.example/x402' }).facilitatorUrl).toBe('http://facilitator.example/x402');
