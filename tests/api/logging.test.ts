@@ -156,7 +156,7 @@ describe('what the log does with unusual errors and keys in unusual places', () 
       expect(errors).toHaveLength(3);
       for (const e of errors) expect(e).toMatchObject({ msg: 'request failed', err: { stack: expect.any(String) } });
     } finally {
-      await t.app.close();
+      await t.close(); // the database is closed already; this removes its files
     }
   });
 });
