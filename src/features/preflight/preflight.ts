@@ -4,6 +4,7 @@ import type { Static } from 'typebox';
 import { digestOf } from '../../platform/canonical.js';
 import { readOnBase, type ChainClient } from '../../platform/chain.js';
 import type { PreflightRequest } from '../reports/schemas.js';
+import { TRANSFER_TOPIC } from '../reports/usdc-transfers.js';
 import { assetChanges, balanceChanges, decodeLogs, movementsOf } from './assets.js';
 import { decodeCalldata, type CalldataDecoding } from './calldata.js';
 import { contextCall, decodeContext, type Context } from './context.js';
@@ -28,7 +29,6 @@ const FRESH_ETH = 10n ** 24n;
 const FRESH_USDC = 10n ** 15n;
 /** FiatTokenV2_2 keeps balances in `balanceAndBlacklistStates`, storage slot 9 (the high bit is the blacklist flag). */
 const USDC_BALANCE_SLOT = 9n;
-const TRANSFER_TOPIC: Hex = '0xddf252ad1be2c89b69c2b068fc378daa952ba7f163c4a11628f55a4df523b3ef';
 const MAX_CONTEXT_ACCOUNTS = 32;
 
 export const PREFLIGHT_NOTE =

@@ -1,5 +1,6 @@
 import { getAddress, isHex, numberToHex, pad, slice, type Address, type Hex } from 'viem';
 import type { ChainClient } from '../../platform/chain.js';
+import { TRANSFER_TOPIC } from '../reports/usdc-transfers.js';
 import { contextCall, decodeContext, type Context, type ContextRequest } from './context.js';
 import { NATIVE_TOKEN, ZERO_ADDRESS, same } from './known.js';
 import { attempt, methodMissing, optional, rpc } from './rpc.js';
@@ -67,7 +68,6 @@ interface SimCallResult {
   error?: { code?: number; message?: string; data?: Hex };
 }
 
-const TRANSFER_TOPIC: Hex = '0xddf252ad1be2c89b69c2b068fc378daa952ba7f163c4a11628f55a4df523b3ef';
 /** A node that lacks eth_simulateV1 is remembered for a while so later reports skip the failing request. */
 const NO_SIMULATE_FOR_MS = 10 * 60_000;
 const noSimulateUntil = new WeakMap<ChainClient, number>();

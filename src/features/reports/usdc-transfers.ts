@@ -1,4 +1,4 @@
-import { decodeEventLog, parseAbi, toEventSelector, type Address, type Hex } from 'viem';
+import { getAddress, parseAbi, toEventSelector, type Address, type Hex } from 'viem';
 import { formatUsdc } from '../../platform/money.js';
 import { USDC_ADDRESS } from '../../platform/prices.js';
 
@@ -33,28 +33,32 @@ export interface UsdcTransfer {
   logIndex: number;
 }
 
+/** A 32-byte topic that holds an address: 12 zero bytes, then the 20 bytes of the address. */
+const ADDRESS_TOPIC = /^0x0{24}[0-9a-f]{40}$/;
+/** The data of a standard Transfer: one 32-byte word, the value. */
+const VALUE_DATA = /^0x[0-9a-f]{64}$/;
+
 /**
  * Every USDC Transfer in `logs`, in log order. A log counts only when the USDC contract itself
  * emitted it: any contract can emit an event with the same topic and fake payments otherwise.
- * Logs that do not decode as the standard event (wrong topic count or data length) are skipped.
+ * A log counts only when it has exactly the standard event's shape: the Transfer topic, two
+ * address topics (zero-padded) and one 32-byte value. FiatToken emits nothing else; a log of
+ * any other shape (an extra topic, longer data, an address word with high bits set) is no
+ * transfer, whatever a lenient decoder would make of it. Hex is compared in any letter case.
  */
 export function decodeUsdcTransfers(logs: readonly ReceiptLog[]): UsdcTransfer[] {
   const out: UsdcTransfer[] = [];
   for (const log of logs) {
-    if (log.removed || log.address.toLowerCase() !== USDC) continue;
-    if (log.topics[0]?.toLowerCase() !== TRANSFER_TOPIC) continue;
-    let args: { from: Address; to: Address; value: bigint };
-    try {
-      const topics = log.topics as [Hex, ...Hex[]];
-      ({ args } = decodeEventLog({ abi: transferAbi, eventName: 'Transfer', topics, data: log.data, strict: true }));
-    } catch {
-      continue;
-    }
+    if (log.removed || log.address.toLowerCase() !== USDC || log.topics.length !== 3) continue;
+    const [topic0, fromTopic, toTopic] = log.topics.map((t) => t.toLowerCase());
+    const data = log.data.toLowerCase();
+    if (topic0 !== TRANSFER_TOPIC || !ADDRESS_TOPIC.test(fromTopic!) || !ADDRESS_TOPIC.test(toTopic!) || !VALUE_DATA.test(data)) continue;
+    const value = BigInt(data);
     out.push({
-      from: args.from,
-      to: args.to,
-      amount: formatUsdc(args.value),
-      amountMicro: args.value,
+      from: getAddress(`0x${fromTopic!.slice(26)}`),
+      to: getAddress(`0x${toTopic!.slice(26)}`),
+      amount: formatUsdc(value),
+      amountMicro: value,
       logIndex: log.logIndex ?? -1,
     });
   }
