@@ -27,7 +27,7 @@ import { MULTICALL3_ADDRESS, USDC_ADDRESS, USDC_EIP712_DOMAIN, baseDevnetChain, 
 import { json, type TestApp } from '../helpers/app.js';
 import { testDialect } from '../helpers/db.js';
 import type { Created } from '../helpers/policies.js';
-import { createChain, randomTxHash, readChain, readSummary, settle, startEvidenceDevnet } from '../api/evidence-helpers.js';
+import { createChain, createPilotPolicy, randomTxHash, readChain, readSummary, settle, startEvidenceDevnet } from '../api/evidence-helpers.js';
 import { TRANSFER_TOPIC, judge, mismatchKey, modelSettle, type ModelIntent, type ModelObservation } from '../unit/settlement-model.js';
 
 const REQUIRED = 2;
@@ -259,13 +259,26 @@ describe.skipIf(testDialect !== 'sqlite')('settlement model, end to end on the d
     expect(results.at(-1)).toBe('MATCH');
   });
 
-  // The documents do not decide: nothing in the specification, DESIGN.md or the README ties the
-  // settling transaction to the time of the intent. Pinned here as the service's behaviour.
-  it('OPEN: a transfer mined before the chain (and its intent) existed reconciles as MATCH', async () => {
+  // A transaction mined before its intent existed is no payment of it: anyone's earlier payment of
+  // that amount to that recipient would do otherwise. The service's clock is moved to a day after
+  // the block (and a policy created then), so the chain is created long after the transfer.
+  it('a transfer mined before the chain (and its intent) existed is MISMATCH of minedAt, not MATCH', async () => {
     const hash = await send(PAYER, USDC_ADDRESS, transfer(RECIPIENT, 7_770_000n));
     await test.mine({ blocks: 5 });
-    const later = intent({ amount: '7.77' });
-    const { evidenceChainId } = await createChain(t, p, later);
-    expect((await reconcile(evidenceChainId, later, hash)).answer.result).toBe('MATCH');
+    const block = await pub.getBlock({ blockNumber: (await pub.getTransactionReceipt({ hash })).blockNumber });
+    const minedAt = new Date(Number(block.timestamp) * 1000);
+    const saved = t.clock.now();
+    t.clock.set(new Date(minedAt.getTime() + 86_400_000));
+    try {
+      const later = await createPilotPolicy(t);
+      const { evidenceChainId } = await createChain(t, later, intent({ amount: '7.77' }));
+      const res = await settle(t, evidenceChainId, later.agentKey, { txHash: hash });
+      expect(res.statusCode).toBe(200);
+      const answer = json<{ result: string; mismatches: Array<{ field: string; observed: string }> }>(res);
+      expect(answer.result).toBe('MISMATCH');
+      expect(answer.mismatches).toEqual([expect.objectContaining({ field: 'minedAt', observed: minedAt.toISOString() })]);
+    } finally {
+      t.clock.set(saved);
+    }
   });
 });

@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import type { Intent } from '../../src/features/evidence/hashing.js';
 import {
+  MINED_BEFORE_MARGIN_MS,
   UNREADABLE_REASON,
   planAfterReading,
   planBeforeReading,
@@ -29,7 +30,11 @@ const mined = (transfers: UsdcTransfer[], extra: Partial<PaymentEvidence> = {}) 
   evidence: { found: true, mined: true, status: 'success' as const, confirmations: 2, transfers, finality: 'latest' as const, ...extra },
   blockNumber: 100n,
 });
-const reconcile = (e: Parameters<typeof reconcileSettlement>[2], min = 1) => reconcileSettlement(intent, HASH.toUpperCase().replace('0X', '0x'), e, min, NOW);
+/** The chain was created an hour before NOW. */
+const CREATED = new Date(NOW.getTime() - 3_600_000);
+const reconcile = (e: Parameters<typeof reconcileSettlement>[2], min = 1) =>
+  reconcileSettlement(intent, HASH.toUpperCase().replace('0X', '0x'), e, min, NOW, CREATED);
+const minedAt = (msAfterCreation: number) => new Date(CREATED.getTime() + msAfterCreation);
 
 describe('reconcileSettlement', () => {
   it('MATCH: one transfer of the amount to the recipient from expectedFrom, deep enough', () => {
@@ -41,6 +46,7 @@ describe('reconcileSettlement', () => {
       confirmations: 2,
       requiredConfirmations: 1,
       blockNumber: 100,
+      minedAt: null,
       transfers: [{ from: ALICE, to: BOB, amount: '1.5', logIndex: 0 }],
       expected: { recipient: BOB, amount: '1.5', expectedFrom: ALICE },
       checkedAt: NOW.toISOString(),
@@ -62,6 +68,31 @@ describe('reconcileSettlement', () => {
     expect(reconcile(mined([], { status: 'reverted' })).result).toBe('FAILED');
     expect(reconcile({ evidence: { found: false, mined: false, confirmations: 0, transfers: [], finality: null }, blockNumber: null }).result).toBe('UNKNOWN');
     expect(reconcile(null)).toMatchObject({ result: 'UNKNOWN', reason: UNREADABLE_REASON, confirmations: 0, blockNumber: null });
+  });
+
+  it('a transaction mined before the chain was created (beyond the clock margin) is MISMATCH of minedAt, never MATCH', () => {
+    const paying = [transfer(ALICE, BOB, 1_500_000n)];
+    const earliest = new Date(CREATED.getTime() - MINED_BEFORE_MARGIN_MS).toISOString();
+    const early = reconcile({ ...mined(paying), minedAt: minedAt(-MINED_BEFORE_MARGIN_MS - 1000) });
+    expect(early).toMatchObject({ result: 'MISMATCH', minedAt: minedAt(-MINED_BEFORE_MARGIN_MS - 1000).toISOString() });
+    expect(early.reason).toMatch(/mined before this evidence chain was created/);
+    expect(early.mismatches).toEqual([{ field: 'minedAt', expected: `at or after ${earliest}`, observed: minedAt(-MINED_BEFORE_MARGIN_MS - 1000).toISOString() }]);
+    // A field mismatch too: both are listed, the transfer's own first.
+    const both = reconcile({ ...mined([transfer(ALICE, BOB, 1n)]), minedAt: minedAt(-86_400_000) });
+    expect(both.mismatches.map((m) => m.field)).toEqual(['amount', 'minedAt']);
+  });
+
+  it('a transaction mined after the chain, or within the clock margin before it, can MATCH', () => {
+    const paying = [transfer(ALICE, BOB, 1_500_000n)];
+    for (const at of [-MINED_BEFORE_MARGIN_MS, -1000, 0, 5000]) {
+      expect(reconcile({ ...mined(paying), minedAt: minedAt(at) })).toMatchObject({ result: 'MATCH', mismatches: [], minedAt: minedAt(at).toISOString() });
+    }
+  });
+
+  it('the mined time changes nothing but MATCH and MISMATCH: a shallow or reverted early transaction stays PENDING or FAILED', () => {
+    const early = minedAt(-86_400_000);
+    expect(reconcile({ ...mined([transfer(ALICE, BOB, 1_500_000n)], { confirmations: 1 }), minedAt: early }, 3).result).toBe('PENDING');
+    expect(reconcile({ ...mined([], { status: 'reverted' }), minedAt: early }).result).toBe('FAILED');
   });
 });
 

@@ -20,6 +20,12 @@ const decision = { decisionId: 'dec_1', decision: 'APPROVE', reasons: [], policy
 const chain = (events: ChainEvent[]) => ({ evidenceChainId: 'ec_1', intent, intentDigest: 'sha256:i', events });
 
 describe('summarise', () => {
+  it('says that a MATCH names no payer only when the intent names none', () => {
+    const events = [ev(1, 'PRECHECK_COMPLETED', { decision })];
+    expect(summarise(chain(events)).limitations).toContain(LIMITATIONS.anyPayer);
+    expect(summarise({ ...chain(events), intent: { ...intent, expectedFrom: ALICE } }).limitations).not.toContain(LIMITATIONS.anyPayer);
+  });
+
   it('a fresh chain: pre-authorization only, NOT_SUBMITTED, the standing limitations', () => {
     const s = summarise(chain([ev(1, 'PRECHECK_COMPLETED', { decision, receipt: { receiptId: 'rcpt_1' } })]));
     expect(s).toEqual({
@@ -29,7 +35,7 @@ describe('summarise', () => {
       transactionPreflight: null,
       settlement: null,
       reconciliation: 'NOT_SUBMITTED',
-      limitations: [LIMITATIONS.unknown, LIMITATIONS.match, LIMITATIONS.nothingExecuted, LIMITATIONS.notSubmitted, LIMITATIONS.noPreflight],
+      limitations: [LIMITATIONS.unknown, LIMITATIONS.match, LIMITATIONS.nothingExecuted, LIMITATIONS.notSubmitted, LIMITATIONS.noPreflight, LIMITATIONS.anyPayer],
       executionAuthorized: false,
     });
   });

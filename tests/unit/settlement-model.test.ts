@@ -195,7 +195,7 @@ async function service(c: Case): Promise<SettlementObservation> {
     if (err instanceof AppError && err.code === 'upstream_unavailable') return null;
     throw err;
   });
-  return reconcileSettlement(intent, HASH, evidence, c.required, NOW);
+  return reconcileSettlement(intent, HASH, evidence, c.required, NOW, NOW);
 }
 
 function modelObservation(c: Case): ModelObservation {

@@ -29,7 +29,7 @@ export interface PreflightPort {
 }
 
 /** Reads a transaction from Base; throws (AppError upstream_unavailable) when Base cannot be read. */
-export type ReadTransaction = (hash: Hash) => Promise<{ evidence: PaymentEvidence; blockNumber: bigint | null }>;
+export type ReadTransaction = (hash: Hash) => Promise<{ evidence: PaymentEvidence; blockNumber: bigint | null; minedAt?: Date | undefined }>;
 
 export interface DirectCheckDeps {
   database: Database;
@@ -102,7 +102,7 @@ export class DirectChecks {
       if (err instanceof AppError && err.code === 'upstream_unavailable') return null;
       throw err;
     });
-    const observation = reconcileSettlement(intent, txHash, evidence, this.deps.minConfirmations, now);
+    const observation = reconcileSettlement(intent, txHash, evidence, this.deps.minConfirmations, now, new Date(chain.created_at));
     return storage(() =>
       writeTransaction(this.deps.database, async (tx) => {
         const locked = await store.lockChain(tx, chain.id);

@@ -39,7 +39,7 @@ export const evidenceRoutes: FastifyPluginAsyncTypebox<EvidenceRouteDeps> = asyn
       digest: preflightInputDigest,
       normalise: normalisePreflightInput,
     },
-    readTransaction: (hash) => gatherEvidence(chain, hash),
+    readTransaction: (hash) => gatherEvidence(chain, hash, { blockTime: true }),
     minConfirmations: deps.config.minConfirmations,
   });
 

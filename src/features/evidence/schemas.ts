@@ -119,7 +119,9 @@ export const SettlementRequest = Type.Object(
 );
 
 export const Mismatch = Type.Object({
-  field: StringEnum(['recipient', 'amount', 'expectedFrom'] as const, { description: 'The intent field that differs' }),
+  field: StringEnum(['recipient', 'amount', 'expectedFrom', 'minedAt'] as const, {
+    description: 'The intent field that differs; minedAt: the transaction was mined before the chain was created (expected names the earliest time accepted)',
+  }),
   expected: Type.String(),
   observed: Type.String(),
 });

@@ -15,7 +15,7 @@ export type SettlementResult = (typeof SETTLEMENT_RESULTS)[number];
 /** Results that no later reading can change: another transaction hash is then a conflict. */
 export const FINAL_RESULTS: ReadonlySet<SettlementResult> = new Set(['MATCH', 'MISMATCH', 'FAILED']);
 
-export type MismatchField = 'recipient' | 'amount' | 'expectedFrom';
+export type MismatchField = 'recipient' | 'amount' | 'expectedFrom' | 'minedAt';
 export interface SettlementMismatch {
   field: MismatchField;
   expected: string;
@@ -31,6 +31,8 @@ export interface SettlementObservation {
   confirmations: number;
   requiredConfirmations: number;
   blockNumber: number | null;
+  /** When the transaction's block was mined (its timestamp); null when not mined or not read. */
+  minedAt: string | null;
   transfers: Array<{ from: string; to: string; amount: string; logIndex: number }>;
   expected: { recipient: string; amount: string; expectedFrom?: string };
   checkedAt: string;
@@ -50,34 +52,57 @@ const FIELD_OF = { to: 'recipient', amount: 'amount', from: 'expectedFrom' } as 
 export const UNREADABLE_REASON = 'the Base network could not be read; nothing was verified';
 
 /**
+ * How much earlier than its chain a transaction may have been mined and still settle the chain's
+ * intent: the service's clock and the block timestamps of Base may disagree by that much. A
+ * transaction mined before the intent existed is no payment of it (an agent could otherwise
+ * point at anyone's earlier payment of that amount to that recipient); a margin too small would
+ * turn a payment made right after its intent into a final MISMATCH on a clock that runs ahead.
+ */
+export const MINED_BEFORE_MARGIN_MS = 10 * 60_000;
+
+/**
  * Judges `evidence` (null: the chain could not be read) against the intent with the payment-proof
  * rules: MATCH needs one USDC Transfer paying the recipient exactly the amount, from expectedFrom
- * when the intent names one, with at least `minConfirmations` confirmations.
+ * when the intent names one, with at least `minConfirmations` confirmations; and, when the
+ * evidence says when the transaction was mined, not earlier than MINED_BEFORE_MARGIN_MS before
+ * the chain was created (a mismatch of field `minedAt` otherwise).
  */
 export function reconcileSettlement(
   intent: Intent,
   txHash: string,
-  evidence: { evidence: PaymentEvidence; blockNumber: bigint | null } | null,
+  evidence: { evidence: PaymentEvidence; blockNumber: bigint | null; minedAt?: Date | undefined } | null,
   minConfirmations: number,
   now: Date,
+  chainCreatedAt: Date,
 ): SettlementObservation {
   const expected = expectedOf(intent);
   const base = { txHash: txHash.toLowerCase(), requiredConfirmations: minConfirmations, expected, checkedAt: now.toISOString() };
   if (!evidence) {
-    return { ...base, result: 'UNKNOWN', reason: UNREADABLE_REASON, mismatches: [], confirmations: 0, blockNumber: null, transfers: [] };
+    return { ...base, result: 'UNKNOWN', reason: UNREADABLE_REASON, mismatches: [], confirmations: 0, blockNumber: null, minedAt: null, transfers: [] };
   }
   const judged = judgePayment(
     { expectedTo: intent.recipient, expectedAmount: parseUsdc(intent.amount), expectedFrom: intent.expectedFrom },
     evidence.evidence,
     minConfirmations,
   );
+  let result = RESULT_OF[judged.verdict.decision];
+  let reason = judged.reason;
+  const mismatches: SettlementMismatch[] = judged.mismatches.map((m) => ({ field: FIELD_OF[m.field], expected: m.expected, observed: m.observed }));
+  const minedAt = evidence.minedAt ?? null;
+  const earliest = new Date(chainCreatedAt.getTime() - MINED_BEFORE_MARGIN_MS);
+  if ((result === 'MATCH' || result === 'MISMATCH') && minedAt && minedAt < earliest) {
+    if (result === 'MATCH') reason = 'the transaction was mined before this evidence chain was created: it is not the payment of this intent';
+    result = 'MISMATCH';
+    mismatches.push({ field: 'minedAt', expected: `at or after ${earliest.toISOString()}`, observed: minedAt.toISOString() });
+  }
   return {
     ...base,
-    result: RESULT_OF[judged.verdict.decision],
-    reason: judged.reason,
-    mismatches: judged.mismatches.map((m) => ({ field: FIELD_OF[m.field], expected: m.expected, observed: m.observed })),
+    result,
+    reason,
+    mismatches,
     confirmations: evidence.evidence.confirmations,
     blockNumber: evidence.blockNumber === null ? null : Number(evidence.blockNumber),
+    minedAt: minedAt?.toISOString() ?? null,
     transfers: evidence.evidence.transfers.map(publicTransfer),
   };
 }

@@ -14,6 +14,7 @@ export const LIMITATIONS = {
   noPreflight: 'No transaction preflight was attached.',
   preflightInput: 'The preflight covers the unsigned input with its own digest; the caller must verify that it represents the intended transaction.',
   pendingApproval: 'The decision needs an administrator (HUMAN_APPROVAL) and was not approved.',
+  anyPayer: 'The intent names no expectedFrom: a MATCH shows that the recipient received the amount, not who paid it.',
 } as const;
 
 export interface ChainView {
@@ -83,6 +84,7 @@ export function summarise(chain: ChainView, currentApproval?: Approval): Summary
   if (reconciliation === 'NOT_SUBMITTED') limitations.push(LIMITATIONS.notSubmitted);
   limitations.push(p ? LIMITATIONS.preflightInput : LIMITATIONS.noPreflight);
   if (decision?.decision === 'HUMAN_APPROVAL' && approval?.status !== 'ADMIN_APPROVED') limitations.push(LIMITATIONS.pendingApproval);
+  if (!chain.intent.expectedFrom) limitations.push(LIMITATIONS.anyPayer);
 
   return {
     evidenceChainId: chain.evidenceChainId,

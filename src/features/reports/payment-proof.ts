@@ -179,9 +179,14 @@ const orNull = <T>(p: Promise<T>, missing: new (...a: never[]) => Error): Promis
 /**
  * RPC calls: the receipt, the head and the safe and finalized heads, in parallel (4 calls, one
  * round trip); only without a receipt a 5th, eth_getTransactionByHash, tells pending from
- * unknown. Any transport failure is a 502 and nothing is judged.
+ * unknown; with `blockTime`, a mined transaction's block is read too, for its `minedAt`. Any
+ * transport failure is a 502 and nothing is judged.
  */
-export async function gatherEvidence(chain: ChainClient, hash: Hash): Promise<{ evidence: PaymentEvidence; blockNumber: bigint | null }> {
+export async function gatherEvidence(
+  chain: ChainClient,
+  hash: Hash,
+  opts: { blockTime?: boolean } = {},
+): Promise<{ evidence: PaymentEvidence; blockNumber: bigint | null; minedAt?: Date }> {
   return upstream(async () => {
     const [receipt, head, safe, finalized] = await Promise.all([
       onBase(chain).then(() => orNull(chain.getTransactionReceipt({ hash }), TransactionReceiptNotFoundError)),
@@ -207,7 +212,10 @@ export async function gatherEvidence(chain: ChainClient, hash: Hash): Promise<{ 
       transfers: decodeUsdcTransfers(receipt.logs),
       finality: finalityOf(receipt.blockNumber, safe, finalized),
     };
-    return { evidence, blockNumber: receipt.blockNumber };
+    if (!opts.blockTime) return { evidence, blockNumber: receipt.blockNumber };
+    // One more round trip, only for those who ask: when the transaction was mined.
+    const block = await chain.getBlock({ blockNumber: receipt.blockNumber });
+    return { evidence, blockNumber: receipt.blockNumber, minedAt: new Date(Number(block.timestamp) * 1000) };
   });
 }
 
