@@ -342,12 +342,15 @@ describe('protected policies', () => {
     it('PUT sets status and agentStatus inactive: decisions are then 403, and active again works', async () => {
       const p = await createPolicy(t);
       const admin = bearer(p.adminKey);
-      expect(json(await decideRaw(t, p, { amount: '1' })).decision.decision).toBe('APPROVE');
+      const first = json(await decideRaw(t, p, { amount: '1', requestId: 'before-the-stop' })).decision;
+      expect(first.decision).toBe('APPROVE');
 
       const off = await putPolicy(t, p.policyId, { policy: rules(), status: 'inactive' }, admin);
       expect(off.statusCode, off.body).toBe(200);
       expect(json(off)).toMatchObject({ status: 'inactive', agentStatus: 'active', revision: 2 });
       expectProblem(await decideRaw(t, p, { amount: '1' }), 403, 'inactive');
+      // The stop holds for retries too: an APPROVE given before it is not repeated to the agent.
+      expectProblem(await decideRaw(t, p, { amount: '1', requestId: 'before-the-stop' }), 403, 'inactive');
 
       const agentOff = await putPolicy(t, p.policyId, { policy: rules(), status: 'active', agentStatus: 'inactive' }, admin);
       expect(json(agentOff)).toMatchObject({ status: 'active', agentStatus: 'inactive', revision: 3 });
@@ -363,6 +366,9 @@ describe('protected policies', () => {
       expect(json(on)).toMatchObject({ status: 'active', agentStatus: 'active', revision: 5 });
       const again = await decide(t, p, { amount: '1' });
       expect(again.decision).toMatchObject({ decision: 'APPROVE', policyRevision: 5 });
+      // Active again, the retry gets its stored decision back, spending nothing.
+      const retried = await decideRaw(t, p, { amount: '1', requestId: 'before-the-stop' });
+      expect(json(retried).decision).toEqual(first);
     });
 
     it('a PUT that leaves the statuses out does not undo a stop stored while it was under way', async () => {

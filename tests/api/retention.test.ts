@@ -112,6 +112,24 @@ describe('pilot policy retention', () => {
     expectProblem(await decideRaw(t, { policyId: p.policyId, agentKey: p.adminKey }, { amount: '1' }), 401, 'agent_key_required');
   });
 
+  it("a key whose own policy expired gets 410 on another policy's decision too, before and after a purge", async () => {
+    // The answer speaks of the caller's own access only: the same before a purge removed the
+    // decision (when the service could tell whose it was) as after.
+    const now = t.clock.now();
+    t.clock.set(new Date(now.getTime() - RETENTION));
+    const gone = await createPolicy(t);
+    t.clock.set(now);
+    const live = await createPolicy(t, { requireHumanAbove: '20' });
+    const pendingLive = (await decide(t, live, { amount: '25' })).decision.decisionId;
+    for (const id of [ids.approved, pendingLive]) {
+      expectProblem(await readDecision(t, id, bearer(gone.adminKey)), 410, 'expired');
+      expectProblem(await readDecision(t, id, bearer(gone.agentKey)), 410, 'expired');
+      expectProblem(await approve(t, id, gone.adminKey), 410, 'expired');
+    }
+    // The decision itself is untouched: its own admin still approves it.
+    expect((await approve(t, pendingLive, live.adminKey)).statusCode).toBe(200);
+  });
+
   it('after purge the decisions are gone, and every endpoint still answers 410 (not 404)', async () => {
     t.clock.set(new Date(Date.parse(p.accessExpiresAt as string) + DAY));
     const live = await createPolicy(t, { requireHumanAbove: '20' });

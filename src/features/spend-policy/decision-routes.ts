@@ -17,7 +17,7 @@ export const decisionRoutes: FastifyPluginAsyncTypebox<AppDeps & { decisions: De
         tags: ['spend-policy'],
         summary: 'Ask the protected policy for a decision (agent key); stored with a signed receipt',
         description:
-          'The remaining daily budget (UTC day) and repeat counts come from stored decisions, never from the caller. APPROVE spends budget at once; HUMAN_APPROVAL spends nothing until an administrator approves. The same requestId with identical content returns the stored decision and spends nothing again; with different content 409. The decision never authorizes or executes a payment.',
+          'The remaining daily budget (UTC day) and repeat counts come from stored decisions, never from the caller. APPROVE spends budget at once; HUMAN_APPROVAL spends nothing until an administrator approves. The same requestId with identical content returns the stored decision and spends nothing again; with different content 409. While the policy or agent is inactive every request is 403, a retry of an earlier one included. The decision never authorizes or executes a payment.',
         security: [{ agentKey: [] }],
         body: DecisionRequest,
         response: { 200: DecisionWithReceipt, ...problems(400, 401, 403, 404, 409, 410, 413, 415) },

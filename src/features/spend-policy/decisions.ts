@@ -269,6 +269,11 @@ export class DecisionService {
     const decideOne = (job: DecideJob, snap: DecisionSnapshot): Made => {
       const { req, now } = job;
       const policy = authorizePolicy(snap.policy, job.key, now);
+      // Before any replay: an administrator who deactivates the policy or agent stops it at once,
+      // and even an answer it was given before is not repeated to it (evidence chains do the same).
+      if (policy.status !== 'active' || policy.agent_status !== 'active') {
+        throw new AppError('inactive', policy.status !== 'active' ? 'the policy is inactive' : 'the agent is inactive');
+      }
       const madeKey = `${policy.id}\u0000${req.requestId}`;
       const earlier = snap.existingId ? existing.get(snap.existingId) : made.get(madeKey);
       if (earlier) {
@@ -276,9 +281,6 @@ export class DecisionService {
           throw new AppError('request_id_conflict', 'this requestId was already used with different content');
         }
         return { ...this.stored(earlier, now), replayed: true };
-      }
-      if (policy.status !== 'active' || policy.agent_status !== 'active') {
-        throw new AppError('inactive', policy.status !== 'active' ? 'the policy is inactive' : 'the agent is inactive');
       }
       if (policy.agent_id !== req.agentId) throw new AppError('agent_mismatch', 'agentId is not the agent this policy is for');
 
@@ -338,7 +340,7 @@ export class DecisionService {
     const found = await this.database.db.selectFrom('decisions').select('policy_id').where('id', '=', decisionId).executeTakeFirst();
     if (!found) return this.unknownDecision(this.database.db, key, now);
     return this.writes.run([found.policy_id], async (tx) => {
-      const policy = authorizePolicy(await loadPolicy(this.database, tx, found.policy_id, true), key, now);
+      const policy = await this.authorizeFor(tx, await loadPolicy(this.database, tx, found.policy_id, true), key, now);
       // Read again under the policy lock: a concurrent approval may have changed it.
       const row = await tx.selectFrom('decisions').selectAll().where('id', '=', decisionId).executeTakeFirstOrThrow();
       const approval = approvalOf(row, now);
@@ -382,10 +384,22 @@ export class DecisionService {
   async read(decisionId: string, key: { kind: 'admin' | 'agent'; hash: string }, now: Date): Promise<DecisionOutcome> {
     const row = await this.database.db.selectFrom('decisions').selectAll().where('id', '=', decisionId).executeTakeFirst();
     if (!row) return this.unknownDecision(this.database.db, key, now);
-    const policy = await loadPolicy(this.database, this.database.db, row.policy_id);
-    if (!policy) throw new AppError('not_found', 'decision or key not found');
-    authorizePolicy(policy, key, now);
+    await this.authorizeFor(this.database.db, await loadPolicy(this.database, this.database.db, row.policy_id), key, now);
     return { ...this.stored(row, now), replayed: false };
+  }
+
+  /**
+   * The decision's policy, for a key of it. A key of another policy (or of none) is answered as
+   * for a decision that does not exist (unknownDecision): 410 when the key's own access ended,
+   * 404 otherwise, whether or not a purge has removed the decision meanwhile.
+   */
+  private async authorizeFor(tx: Tx, policy: PolicyRow | undefined, key: { kind: 'admin' | 'agent'; hash: string }, now: Date): Promise<PolicyRow> {
+    try {
+      return authorizePolicy(policy, key, now);
+    } catch (err) {
+      if (err instanceof AppError && err.code === 'not_found') return this.unknownDecision(tx, key, now);
+      throw err;
+    }
   }
 
   /**
