@@ -77,6 +77,9 @@ describe.skipIf(testDialect !== 'sqlite')('evidence chains end to end on the dev
 
     const summary = json(await readSummary(t, matched, p.agentKey));
     expect(summary).toMatchObject({ reconciliation: 'MATCH', preAuthorization: { decision: 'APPROVE' }, transactionPreflight: { verdict: { decision: 'ALLOW' } }, settlement: { result: 'MATCH' } });
+    // When the transfer was mined and how final its block is are recorded with the result.
+    expect(Date.parse(summary.settlement.minedAt)).toBeGreaterThan(0);
+    expect(summary.settlement).toHaveProperty('finality');
     const events = json(await readChain(t, matched, p.agentKey)).events;
     expect(events.map((e: any) => [e.sequence, e.eventType])).toEqual([
       [1, 'PRECHECK_COMPLETED'],

@@ -47,6 +47,7 @@ describe('reconcileSettlement', () => {
       requiredConfirmations: 1,
       blockNumber: 100,
       minedAt: null,
+      finality: 'latest',
       transfers: [{ from: ALICE, to: BOB, amount: '1.5', logIndex: 0 }],
       expected: { recipient: BOB, amount: '1.5', expectedFrom: ALICE },
       checkedAt: NOW.toISOString(),

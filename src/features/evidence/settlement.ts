@@ -1,6 +1,6 @@
 import { canonicalJson } from '../../platform/canonical.js';
 import { parseUsdc } from '../../platform/money.js';
-import { judgePayment, type PaymentDecision, type PaymentEvidence } from '../reports/payment-proof.js';
+import { judgePayment, type Finality, type PaymentDecision, type PaymentEvidence } from '../reports/payment-proof.js';
 import { publicTransfer } from '../reports/usdc-transfers.js';
 import type { Intent } from './hashing.js';
 
@@ -33,6 +33,8 @@ export interface SettlementObservation {
   blockNumber: number | null;
   /** When the transaction's block was mined (its timestamp); null when not mined or not read. */
   minedAt: string | null;
+  /** How final its block is (latest, safe, finalized), as payment proofs report it; null when not mined. */
+  finality: Finality | null;
   transfers: Array<{ from: string; to: string; amount: string; logIndex: number }>;
   expected: { recipient: string; amount: string; expectedFrom?: string };
   checkedAt: string;
@@ -78,7 +80,7 @@ export function reconcileSettlement(
   const expected = expectedOf(intent);
   const base = { txHash: txHash.toLowerCase(), requiredConfirmations: minConfirmations, expected, checkedAt: now.toISOString() };
   if (!evidence) {
-    return { ...base, result: 'UNKNOWN', reason: UNREADABLE_REASON, mismatches: [], confirmations: 0, blockNumber: null, minedAt: null, transfers: [] };
+    return { ...base, result: 'UNKNOWN', reason: UNREADABLE_REASON, mismatches: [], confirmations: 0, blockNumber: null, minedAt: null, finality: null, transfers: [] };
   }
   const judged = judgePayment(
     { expectedTo: intent.recipient, expectedAmount: parseUsdc(intent.amount), expectedFrom: intent.expectedFrom },
@@ -103,6 +105,7 @@ export function reconcileSettlement(
     confirmations: evidence.evidence.confirmations,
     blockNumber: evidence.blockNumber === null ? null : Number(evidence.blockNumber),
     minedAt: minedAt?.toISOString() ?? null,
+    finality: evidence.evidence.finality,
     transfers: evidence.evidence.transfers.map(publicTransfer),
   };
 }

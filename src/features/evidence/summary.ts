@@ -75,6 +75,9 @@ export function summarise(chain: ChainView, currentApproval?: Approval): Summary
         mismatches: s.mismatches,
         confirmations: s.confirmations,
         requiredConfirmations: s.requiredConfirmations,
+        // Recorded since these fields existed; absent from older events.
+        ...('finality' in s ? { finality: s.finality } : {}),
+        ...('minedAt' in s ? { minedAt: s.minedAt } : {}),
         checkedAt: s.checkedAt,
       }
     : null;
