@@ -132,6 +132,7 @@ export class DirectChecks {
  */
 async function claimOrMismatch(store: EvidenceStore, tx: Tx, chain: ChainRow, o: SettlementObservation, now: Date): Promise<SettlementObservation> {
   if (o.result !== 'MATCH') return o;
+  await store.lockClaims(tx, chain.policy_id, o.txHash);
   const held: Array<{ logIndex: number; holder: string }> = [];
   for (const t of payingTransfers(o)) {
     const holder = await store.claimTransfer(tx, chain, o.txHash, t.logIndex, now);

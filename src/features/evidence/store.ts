@@ -1,4 +1,4 @@
-import type { Selectable } from 'kysely';
+import { sql, type Selectable } from 'kysely';
 import type { Database } from '../../platform/db/database.js';
 import type { EvidenceChainsTable } from '../../platform/db/schema.js';
 import type { Tx } from '../../platform/db/tx.js';
@@ -135,6 +135,20 @@ export class EvidenceStore {
       .where((eb) => eb.or([eb('access_expires_at', '<=', now.toISOString()), eb('purged_at', 'is not', null)]))
       .executeTakeFirst();
     return row !== undefined;
+  }
+
+  /**
+   * Serialises, until the transaction ends, every claim on the Transfers of one transaction
+   * within one policy. Settling a chain may move another chain's claim to another Transfer of the
+   * same transaction (see claimOrMismatch); two such moves running at once on PostgreSQL could
+   * each read the other's uncommitted step, and one released a claim the other had just handed
+   * over: a chain kept its MATCH without a Transfer, and one payment settled three intents.
+   * SQLite has one writer at a time already. The lock is taken after the chain's own row lock
+   * and no other lock is taken after it, so it cannot deadlock.
+   */
+  async lockClaims(tx: Tx, policyId: string, txHash: string): Promise<void> {
+    if (this.database.dialect !== 'postgres') return;
+    await sql`select pg_advisory_xact_lock(hashtextextended(${`evidence-claims:${policyId}:${txHash}`}, 0))`.execute(tx);
   }
 
   /**
