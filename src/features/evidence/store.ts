@@ -143,8 +143,10 @@ export class EvidenceStore {
    * same transaction (see claimOrMismatch); two such moves running at once on PostgreSQL could
    * each read the other's uncommitted step, and one released a claim the other had just handed
    * over: a chain kept its MATCH without a Transfer, and one payment settled three intents.
-   * SQLite has one writer at a time already. The lock is taken after the chain's own row lock
-   * and no other lock is taken after it, so it cannot deadlock.
+   * SQLite has one writer at a time already. It cannot deadlock: it is taken after the chain's
+   * own row lock, and its holder then touches only claim rows of this policy and transaction,
+   * which every settlement changes under this same lock (the purge deletes only claims of
+   * policies whose access ended, which no settlement reaches).
    */
   async lockClaims(tx: Tx, policyId: string, txHash: string): Promise<void> {
     if (this.database.dialect !== 'postgres') return;
