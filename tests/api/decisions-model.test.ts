@@ -30,6 +30,7 @@ import { createHash, createPublicKey, verify as edVerify, type KeyObject } from 
 import { PolicyStore } from '../../src/features/spend-policy/policies.js';
 import { purgeExpired } from '../../src/features/maintenance.js';
 import { ManualClock } from '../../src/platform/clock.js';
+import { hashKey } from '../../src/platform/keys.js';
 import { createTestApp, type TestApp } from '../helpers/app.js';
 import { sharedDatabase, type TestDatabase } from '../helpers/db.js';
 
@@ -1216,6 +1217,28 @@ class Cmd implements fc.AsyncCommand<Model, Real> {
   }
 }
 
+/**
+ * Two rotations of one policy's agent key sent at once that both answered 200 ran one after the
+ * other, but their answers fit either order; the database tells which key is in force now.
+ */
+async function settleRotations(s: State, ops: Op[], rs: Res[], real: Real) {
+  const rotated = new Map<number, string[]>();
+  ops.forEach((op, i) => {
+    if (!(op instanceof RotateAgentKey) || rs[i]!.status !== 200) return;
+    const P = pick(s.policies, op.policy);
+    rotated.set(P.idx, [...(rotated.get(P.idx) ?? []), rs[i]!.body.agentKey as string]);
+  });
+  for (const [idx, keys] of rotated) {
+    if (keys.length < 2) continue;
+    const P = s.policies[idx]!;
+    const row = await real.apps[0]!.database.db.selectFrom('policies').select('agent_key_hash').where('id', '=', P.policyId).executeTakeFirstOrThrow();
+    const inForce = keys.find((k) => hashKey(k) === row.agent_key_hash);
+    if (!inForce || inForce === P.agentKey) continue;
+    P.oldAgentKeys = [...P.oldAgentKeys.filter((k) => k !== inForce), P.agentKey];
+    P.agentKey = inForce;
+  }
+}
+
 /** Operations sent at once; the answers must fit one of the serial orders. */
 class Parallel implements fc.AsyncCommand<Model, Real> {
   constructor(readonly ops: Op[], readonly tick: { to: Tick; delay: number } | null = null) {}
@@ -1292,6 +1315,7 @@ class Parallel implements fc.AsyncCommand<Model, Real> {
     if (found) {
       for (const o of found.taken) if (o.ambiguous) noteAmbiguity(o.ambiguous);
       model.s = found.st;
+      await settleRotations(model.s, this.ops, rs, real);
       if (this.tick) real.log.push(`${iso(t1)} (clock moved during the batch)`);
       return;
     }
