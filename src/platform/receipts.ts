@@ -141,13 +141,17 @@ export class ReceiptSigner {
    * that leaked) means deleting its `receipt_public_key:<kid>` row from `kv`.
    */
   async publishedJwks(database: Database): Promise<{ keys: Jwk[] }> {
-    // Never the row of the private key.
-    const rows = await database.db.selectFrom('kv').select(['key', 'value', 'created_at']).where('key', '!=', KV_KEY).execute();
-    const others = rows
-      .filter((r) => r.key.startsWith(PUBLISHED_PREFIX) && r.key !== `${PUBLISHED_PREFIX}${this.jwk.kid}`)
-      .sort((a, b) => (a.created_at < b.created_at ? 1 : a.created_at > b.created_at ? -1 : 0))
-      .map((r) => JSON.parse(r.value) as Jwk);
-    return { keys: [this.jwk, ...others] };
+    // The published rows alone (keys from 'receipt_public_key:' up to, not including,
+    // 'receipt_public_key;'): never the row of the private key.
+    const rows = await database.db
+      .selectFrom('kv')
+      .select('value')
+      .where('key', '>', PUBLISHED_PREFIX)
+      .where('key', '<', `${PUBLISHED_PREFIX.slice(0, -1)};`)
+      .where('key', '!=', `${PUBLISHED_PREFIX}${this.jwk.kid}`)
+      .orderBy('created_at', 'desc')
+      .execute();
+    return { keys: [this.jwk, ...rows.map((r) => JSON.parse(r.value) as Jwk)] };
   }
 
   /** A JWKS of this signer's key alone. */

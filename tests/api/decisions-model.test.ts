@@ -31,6 +31,7 @@ import { PolicyStore } from '../../src/features/spend-policy/policies.js';
 import { purgeExpired } from '../../src/features/maintenance.js';
 import { ManualClock } from '../../src/platform/clock.js';
 import { hashKey } from '../../src/platform/keys.js';
+import type { Rules } from '../helpers/policies.js';
 import { createTestApp, type TestApp } from '../helpers/app.js';
 import { sharedDatabase, type TestDatabase } from '../helpers/db.js';
 
@@ -87,14 +88,6 @@ const dayOf = (ms: number) => iso(ms).slice(0, 10);
 // ---------------------------------------------------------------------------------------------
 // Model
 
-interface Rules {
-  maxPerTransaction: string;
-  dailyBudget: string;
-  requireHumanAbove: string;
-  maxRepeats: number;
-  allowedRecipients: string[];
-  blockUnknownRecipients: boolean;
-}
 type Status = 'active' | 'inactive';
 
 interface MPolicy {

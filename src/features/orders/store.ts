@@ -43,21 +43,21 @@ export class OrderStore {
   }
 
   /**
-   * Binds the order to the report its payment bought, only if it is still bound to `previous`
-   * (null, or a report whose payment failed). False when another payment got there first: two
-   * payments must never be settled for one order.
+   * Binds the order to the report its payment bought, only if it is still bound to what it was
+   * when read (`order.report_id`: null, or a report whose payment failed). False when another
+   * payment got there first: two payments must never be settled for one order.
    *
    * The recovery period starts again at `now`: a payment made just before the order expired,
    * whose settlement is uncertain (202, "restore the report"), may land only after that, and its
    * report must stay restorable through the order for a whole period.
    */
-  async bind(order: Pick<OrderRow, 'id' | 'expires_at'>, reportId: string, previous: string | null, now: Date): Promise<boolean> {
+  async bind(order: Pick<OrderRow, 'id' | 'expires_at' | 'report_id'>, reportId: string, now: Date): Promise<boolean> {
     const renewed = new Date(now.getTime() + this.ttlSeconds * 1000).toISOString();
     const res = await this.database.db
       .updateTable('orders')
       .set({ report_id: reportId, expires_at: renewed > order.expires_at ? renewed : order.expires_at })
       .where('id', '=', order.id)
-      .where('report_id', previous === null ? 'is' : '=', previous)
+      .where('report_id', order.report_id === null ? 'is' : '=', order.report_id)
       .executeTakeFirst();
     return Number(res.numUpdatedRows) === 1;
   }

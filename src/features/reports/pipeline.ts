@@ -229,7 +229,7 @@ export class PaidReports {
         const inserted = await new PaidReportStore(scoped).insert(row);
         if (!inserted) return { inserted: false as const, recoveryKey: undefined };
         if (order) {
-          const bound = await new OrderStore(scoped, this.deps.config.recoveryTtlSeconds).bind(order, row.id, order.report_id, now);
+          const bound = await new OrderStore(scoped, this.deps.config.recoveryTtlSeconds).bind(order, row.id, now);
           // Rolls the stored report back: nothing was settled for it.
           if (!bound) throw new AppError('payment_conflict', 'another payment for this recovery order is in progress; restore it instead of paying again');
           return { inserted: true as const, recoveryKey: undefined };
