@@ -1,7 +1,7 @@
 import type { FastifyPluginAsync } from 'fastify';
 import type { Static } from 'typebox';
 import type { AppDeps } from '../../app.js';
-import { createChainClient, type ChainClient } from '../../platform/chain.js';
+import type { ChainClient } from '../../platform/chain.js';
 import type { ReceiptSigner } from '../../platform/receipts.js';
 import { PaymentGateway } from '../../platform/x402.js';
 import { orderRoutes } from '../orders/routes.js';
@@ -43,9 +43,9 @@ export function reportDefinitions(deps: AppDeps, chain: ChainClient, anyChain: C
   ];
 }
 
-export const reportRoutes: FastifyPluginAsync<AppDeps & { receipts: ReceiptSigner; chain?: ChainClient; anyChain?: ChainClient; gateway?: PaymentGateway }> = async (app, deps) => {
-  const chain = deps.chain ?? createChainClient(deps.config);
-  const anyChain = deps.anyChain ?? deps.chain ?? createChainClient(deps.config, { anyChain: true });
+/** `chain` and `anyChain` come from buildApp, which makes them once for every feature. */
+export const reportRoutes: FastifyPluginAsync<AppDeps & { receipts: ReceiptSigner; chain: ChainClient; anyChain: ChainClient; gateway?: PaymentGateway }> = async (app, deps) => {
+  const { chain, anyChain } = deps;
   const defs = reportDefinitions(deps, chain, anyChain);
   const gateway = deps.gateway ?? new PaymentGateway(deps.config, defs.map((d) => ({ name: d.name, input: d.body, ...(d.example ? { example: d.example } : {}) })));
   const reports = new PaidReports({ ...deps, chain, anyChain, gateway });
