@@ -16,8 +16,9 @@ const bool = (def: 'on' | 'off', description: string) =>
  * anything off: it would expire every approval and order at once, time out every upstream call,
  * or count a transfer without confirmations (RATE_LIMITS and EVIDENCE_CHAINS switch things off).
  */
-const INT_PATTERN = '^[1-9][0-9]{0,8}$';
-const int = (def: number, description: string) => Type.String({ default: String(def), pattern: INT_PATTERN, description });
+/** A whole number from 1 to 10^digits - 1, written as plain digits; `wholeUpTo` names that limit for the error message. */
+const int = (def: number, description: string, digits = 9) =>
+  Type.String({ default: String(def), pattern: `^[1-9][0-9]{0,${digits - 1}}$`, wholeUpTo: '9'.repeat(digits), description });
 const optional = (description: string, pattern?: string) =>
   Type.Optional(Type.String(pattern ? { description, pattern } : { description }));
 
@@ -62,11 +63,11 @@ export const EnvSchema = Type.Object({
   MIN_CONFIRMATIONS: int(1, 'Confirmations before a transfer counts as settled or verified'),
   FACILITATOR_TIMEOUT_MS: int(15000, 'Timeout of each facilitator request; a settle that times out answers 202 (pending)'),
   RPC_TIMEOUT_MS: int(10000, 'Timeout of each Base RPC request'),
-  RPC_LOG_BLOCK_RANGE: Type.String({
-    default: '5000',
-    pattern: '^[1-9][0-9]{0,6}$',
-    description: 'Most blocks one eth_getLogs request may span (providers refuse wider ranges); payment recovery reads logs in chunks of this size',
-  }),
+  RPC_LOG_BLOCK_RANGE: int(
+    5000,
+    'Most blocks one eth_getLogs request may span (providers refuse wider ranges), at most 9999999; payment recovery reads logs in chunks of this size',
+    7,
+  ),
   RECOVERY_TTL_SECONDS: int(7 * 86400, 'How long a recovery order can restore its report'),
   MARKET_DEXSCREENER_URL: Type.String({
     default: 'https://api.dexscreener.com',
@@ -179,8 +180,8 @@ export function parseConfig(source: Record<string, string | undefined> = process
   const env = Value.Default(EnvSchema, raw) as Env;
   const problems = [...Value.Errors(EnvSchema, env)].map((e) => {
     const name = e.instancePath.replace(/^\//, '');
-    const intOnly = (EnvSchema.properties as Record<string, { pattern?: string }>)[name]?.pattern === INT_PATTERN;
-    return `${name}: ${intOnly ? `must be a whole number from 1 to 999999999, got ${JSON.stringify(raw[name])}` : e.message}`;
+    const max = (EnvSchema.properties as Record<string, { wholeUpTo?: string }>)[name]?.wholeUpTo;
+    return `${name}: ${max ? `must be a whole number from 1 to ${max}, got ${JSON.stringify(raw[name])}` : e.message}`;
   });
   const port = Number(env.PORT);
   if (!problems.length && (port < 1 || port > 65535)) problems.push('PORT: must be between 1 and 65535');

@@ -151,6 +151,9 @@ describe('parseConfig', () => {
     expect(configError({ APPROVAL_TTL_SECONDS: '0' }).message).toBe(
       'invalid configuration: APPROVAL_TTL_SECONDS: must be a whole number from 1 to 999999999, got "0"',
     );
+    expect(configError({ RPC_LOG_BLOCK_RANGE: '99999999' }).message).toBe(
+      'invalid configuration: RPC_LOG_BLOCK_RANGE: must be a whole number from 1 to 9999999, got "99999999"',
+    );
   });
 
   it('names every bad variable at once', () => {
