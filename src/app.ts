@@ -8,6 +8,7 @@ import type { Database } from './platform/db/database.js';
 import { installCors } from './platform/cors.js';
 import { BODY_LIMIT, clientError, frameworkError, refuseConnect, genReqId, HTTP_OPTIONS, installErrorHandling, installValidators } from './platform/http.js';
 import { openApiOptions } from './platform/openapi.js';
+import { redactKeys } from './platform/errors.js';
 import type { RateLimiter } from './platform/rate-limit.js';
 import { catalogueRoutes } from './features/catalogue/routes.js';
 import { healthRoutes } from './features/health/routes.js';
@@ -41,20 +42,6 @@ export interface AppDeps {
 
 export type App = FastifyInstance;
 
-/**
- * Text a log line may show: a URL, a host, a message. Keys travel in headers or bodies, but a
- * caller who puts one where it does not belong (`?key=sgp_admin_…`, a key pasted where a policy
- * id goes, a key as a member name, which a validation message names) must not find it in the
- * logs: every run of 43 or more base64url characters (the length of a key's secret part, so
- * every admin, agent and recovery key), each of them also counted when percent-encoded, is
- * replaced, except 0x-prefixed hex, which is public (addresses, transaction hashes).
- * Identifiers the service issues are shorter.
- */
-export function redactKeys(text: string): string {
-  return text.replace(KEY_LIKE, (run) => (PUBLIC_HEX.test(run) ? run : '[redacted]'));
-}
-const KEY_LIKE = /(?:[A-Za-z0-9_-]|%[0-9A-Fa-f]{2}){43,}/g;
-const PUBLIC_HEX = /^0x[0-9a-fA-F]+$/;
 
 /**
  * pino's arguments with every string redacted. pino takes an error's message as the line's

@@ -86,6 +86,22 @@ export class AppError extends Error {
   }
 }
 
+/**
+ * Text a log line or an error body may show: a URL, a host, a message, a validation error's
+ * path. Keys travel in headers or bodies, but a caller who puts one where it does not belong
+ * (`?key=sgp_admin_…`, a key pasted where a policy id goes, a key as a member name, which a
+ * validation message names) must not find it in the logs, nor have it echoed to whoever reads
+ * the answer: every run of 43 or more base64url characters (the length of a key's secret part, so
+ * every admin, agent and recovery key), each of them also counted when percent-encoded, is
+ * replaced, except 0x-prefixed hex, which is public (addresses, transaction hashes).
+ * Identifiers the service issues are shorter.
+ */
+export function redactKeys(text: string): string {
+  return text.replace(KEY_LIKE, (run) => (PUBLIC_HEX.test(run) ? run : '[redacted]'));
+}
+const KEY_LIKE = /(?:[A-Za-z0-9_-]|%[0-9A-Fa-f]{2}){43,}/g;
+const PUBLIC_HEX = /^0x[0-9a-fA-F]+$/;
+
 export function problemBody(err: AppError, requestId: string): ProblemBody {
   const body: ProblemBody = {
     type: `https://paywarden.dev/problems/${err.code.replace(/_/g, '-')}`,
@@ -96,8 +112,9 @@ export function problemBody(err: AppError, requestId: string): ProblemBody {
   };
   // AppError details are written by this service, never copied from a driver or an upstream
   // answer (those can hold internals such as RPC URLs with keys); unexpected errors never get here.
-  body.detail = err.message;
-  if (err.errors) body.errors = err.errors;
+  // They may quote what the caller sent, though (a member name, a query parameter): redacted.
+  body.detail = redactKeys(err.message);
+  if (err.errors) body.errors = err.errors.map((e) => ({ path: redactKeys(e.path), message: redactKeys(e.message) }));
   if (err.retryAfter !== undefined) body.retryAfter = err.retryAfter;
   return body;
 }
