@@ -184,6 +184,8 @@ export const noStore: onSendHookHandler = (_request, reply, payload, done) => {
 export function sendProblem(reply: FastifyReply, request: FastifyRequest, err: AppError): FastifyReply {
   for (const [k, v] of Object.entries(err.headers)) reply.header(k, v);
   if (err.retryAfter !== undefined) reply.header('retry-after', String(err.retryAfter));
+  // RFC 9110 §15.5.2: a 401 names the scheme that would be accepted (every key here is a bearer key).
+  if (err.status === 401 && !reply.hasHeader('www-authenticate')) reply.header('www-authenticate', 'Bearer realm="paywarden"');
   return reply.status(err.status).type(PROBLEM_CONTENT_TYPE).send(problemBody(err, request.id));
 }
 

@@ -24,6 +24,8 @@ export function expectProblem(res: Res, status: number, code: string): any {
   expect(typeof body.requestId).toBe('string');
   expect(body.requestId.length).toBeGreaterThan(0);
   expect(res.headers['x-request-id']).toBe(body.requestId);
+  // RFC 9110 §15.5.2: a 401 names the scheme it accepts.
+  if (status === 401) expect(res.headers['www-authenticate']).toBe('Bearer realm="paywarden"');
   return body;
 }
 
