@@ -327,16 +327,24 @@ describe('protected policies', () => {
       expect(ok.headers.etag).toBe('"3"');
       expect(json(ok)).toMatchObject({ revision: 3, policy: { dailyBudget: '80' } });
 
-      for (const malformed of ['banana', '"3', '3"', '"3", "4"', '""']) {
+      for (const malformed of ['banana', '"3', '3"', '"3" "4"', ', "3"', ' ']) {
         expectProblem(await putPolicy(t, p.policyId, { policy: rules() }, { ...admin, 'if-match': malformed }), 400, 'invalid_request');
       }
+      // Well-formed entity tags that name no revision, or only others, are 412 (RFC 9110 §13.1.1).
+      for (const other of ['""', '"abc"', '"03"', '"1", "2"', '"4", W/"9"']) {
+        expectProblem(await putPolicy(t, p.policyId, { policy: rules() }, { ...admin, 'if-match': other }), 412, 'precondition_failed');
+      }
       expect(json(await getPolicy(t, p.policyId, admin)).revision).toBe(3);
+      // A list that names the current revision among others replaces it.
+      const listed = await putPolicy(t, p.policyId, { policy: rules() }, { ...admin, 'if-match': '"2", "3"' });
+      expect(listed.statusCode, listed.body).toBe(200);
+      expect(json(listed).revision).toBe(4);
       // The ETag as a compressing proxy weakens it, and a bare revision, name the revision too.
-      expectProblem(await putPolicy(t, p.policyId, { policy: rules() }, { ...admin, 'if-match': 'W/"2"' }), 412, 'precondition_failed');
-      const weak = await putPolicy(t, p.policyId, { policy: rules() }, { ...admin, 'if-match': 'W/"3"' });
-      expect(json(weak).revision).toBe(4);
-      const bare = await putPolicy(t, p.policyId, { policy: rules() }, { ...admin, 'if-match': '4' });
-      expect(json(bare).revision).toBe(5);
+      expectProblem(await putPolicy(t, p.policyId, { policy: rules() }, { ...admin, 'if-match': 'W/"3"' }), 412, 'precondition_failed');
+      const weak = await putPolicy(t, p.policyId, { policy: rules() }, { ...admin, 'if-match': 'W/"4"' });
+      expect(json(weak).revision).toBe(5);
+      const bare = await putPolicy(t, p.policyId, { policy: rules() }, { ...admin, 'if-match': '5' });
+      expect(json(bare).revision).toBe(6);
     });
 
     it('PUT sets status and agentStatus inactive: decisions are then 403, and active again works', async () => {

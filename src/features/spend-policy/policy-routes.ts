@@ -24,17 +24,31 @@ const adminSecurity = [{ adminKey: [] }];
 const EtagHeader = { ETag: { type: 'string', description: 'The policy revision, quoted (e.g. "3"): send it back in If-Match' } };
 
 /**
- * `If-Match: "3"` (the ETag of GET; bare 3 is accepted too) names the revision the administrator
- * last read. W/"3" names it too: the ETag is the revision itself, not a digest of the bytes, and a
- * proxy that compresses the JSON (nginx with gzip) weakens it on the way, so refusing weak tags
- * would make If-Match unusable behind one. Anything else (an unbalanced quote, a list) is a 400.
+ * The revisions If-Match names, or undefined when it names any (absent, or `*`). It is a list of
+ * entity tags (RFC 9110 §13.1.1): `If-Match: "3"` (the ETag of GET) names revision 3, and a list
+ * such as `"3", "4"` names both. W/"3" names it too: the ETag is the revision itself, not a digest
+ * of the bytes, and a proxy that compresses the JSON (nginx with gzip) weakens it on the way, so
+ * refusing weak tags would make If-Match unusable behind one. A bare 3 is accepted too. A
+ * well-formed tag that is no revision ("abc", "") names none, so it gets 412 like a stale one;
+ * a header that is no list of entity tags (an unbalanced quote, a word) is a 400.
  */
-function ifMatchRevision(header: string | undefined): number | undefined {
+function ifMatchRevisions(header: string | undefined): ReadonlySet<number> | undefined {
   if (header === undefined || header.trim() === '*') return undefined;
-  const m = /^\s*(?:(?:W\/)?"(\d{1,9})"|(\d{1,9}))\s*$/.exec(header);
-  if (!m) throw new AppError('invalid_request', 'If-Match must be the policy revision, e.g. "3"');
-  return Number(m[1] ?? m[2]);
+  const revisions = new Set<number>();
+  let tags = 0;
+  for (let pos = 0; pos < header.length; tags++) {
+    ENTITY_TAG.lastIndex = pos;
+    const m = ENTITY_TAG.exec(header);
+    if (!m) throw new AppError('invalid_request', 'If-Match must be the policy revision as its ETag gives it, e.g. "3"');
+    const tag = m[1] ?? m[2]!;
+    if (/^[1-9][0-9]{0,8}$/.test(tag)) revisions.add(Number(tag));
+    pos = ENTITY_TAG.lastIndex;
+  }
+  if (!tags) throw new AppError('invalid_request', 'If-Match names no entity tag');
+  return revisions;
 }
+/** One element of an If-Match list: an entity tag (weak or strong) or a bare revision, then a comma or the end. */
+const ENTITY_TAG = /[ \t]*(?:(?:W\/)?"([\x21\x23-\x7e\x80-\xff]*)"|([0-9]{1,9}))[ \t]*(?:,|$)/y;
 
 export const policyRoutes: FastifyPluginAsyncTypebox<AppDeps & { decisions: DecisionService }> = async (app, deps) => {
   const store = new PolicyStore(deps.database);
@@ -101,7 +115,7 @@ export const policyRoutes: FastifyPluginAsyncTypebox<AppDeps & { decisions: Deci
         tags: ['spend-policy'],
         summary: 'Replace the policy rules (admin key); revision + 1',
         description:
-          'Send If-Match: "<revision>" to replace only the revision you read (412 otherwise). Pending HUMAN_APPROVAL decisions made under an older revision can no longer be approved.',
+          'Send If-Match: "<revision>" (the ETag) to replace only the revision you read: 412 when the policy is at another revision, 400 when If-Match is not a list of entity tags. Pending HUMAN_APPROVAL decisions made under an older revision can no longer be approved.',
         security: adminSecurity,
         params: Params,
         headers: Type.Object({ 'if-match': Type.Optional(Type.String()) }),
@@ -110,8 +124,16 @@ export const policyRoutes: FastifyPluginAsyncTypebox<AppDeps & { decisions: Deci
       },
     },
     async (request, reply) => {
-      const expected = ifMatchRevision(request.headers['if-match']);
+      const named = ifMatchRevisions(request.headers['if-match']);
       const row = await adminPolicy(request.params.policyId, request.headers.authorization);
+      // The revision If-Match names, which the write checks is still the policy's; any other is 412 now.
+      let expected: number | undefined;
+      if (named) {
+        expected = Number(row.revision);
+        if (!named.has(expected)) {
+          throw new AppError('precondition_failed', `the policy is at revision ${expected}, which If-Match does not name; read it again`);
+        }
+      }
       const updated =
         (await store.replace(row, request.body, expected, deps.clock.now())) ??
         (await unwritten(row.id, new AppError('precondition_failed', `the policy is no longer at revision ${expected}; read it again`)));
