@@ -11,7 +11,7 @@ export const PreflightRequest = Type.Object(
     chain: Chain,
     to: Address('Destination of the unsigned transaction'),
     from: Type.Optional(Address('Sender used for the simulation')),
-    valueWei: Type.Optional(Type.String({ pattern: UINT256_DIGITS_PATTERN, description: 'Native value in wei, digits only' })),
+    valueWei: Type.Optional(Type.String({ pattern: UINT256_DIGITS_PATTERN, description: 'Native value in wei, digits only, at most 2^256 - 1 (a uint256; more is a 400)' })),
     data: Type.Optional(Type.String({ pattern: HEX_DATA_PATTERN, maxLength: 60000, description: 'Unsigned calldata: 0x and an even number of hex digits' })),
   },
   { additionalProperties: false },
