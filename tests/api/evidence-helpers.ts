@@ -5,6 +5,7 @@ import type { Config } from '../../src/config.js';
 import { startDevnet, type Devnet } from '../../src/devnet/index.js';
 import type { JwksDocument } from '../../src/features/evidence/verify.js';
 import { PolicyStore } from '../../src/features/spend-policy/policies.js';
+import { parseAbi } from 'viem';
 
 /** Helpers of the evidence-chain API tests. */
 
@@ -13,6 +14,20 @@ export const CHAIN_ID_RE = /^ec_[0-9a-f]{32}$/;
 export const EVIDENCE_ID_RE = /^ev_[0-9a-f]{32}$/;
 export const DIGEST_RE = /^sha256:[0-9a-f]{64}$/;
 export const UNKNOWN_CHAIN_ID = `ec_${'0'.repeat(32)}`;
+
+/** What the devnet tests send to USDC: plain transfers, pulls, approvals and EIP-3009 authorizations. */
+export const usdcAbi = parseAbi([
+  'function transfer(address to, uint256 value) returns (bool)',
+  'function transferFrom(address from, address to, uint256 value) returns (bool)',
+  'function approve(address spender, uint256 value) returns (bool)',
+  'function transferWithAuthorization(address from, address to, uint256 value, uint256 validAfter, uint256 validBefore, bytes32 nonce, uint8 v, bytes32 r, bytes32 s)',
+]);
+/** Multicall3's aggregate3, to make one transaction carry several Transfers. */
+export const multicallAbi = parseAbi([
+  'struct Call3 { address target; bool allowFailure; bytes callData; }',
+  'struct Result { bool success; bytes returnData; }',
+  'function aggregate3(Call3[] calls) payable returns (Result[] returnData)',
+]);
 
 export interface IntentBody {
   policyId: string;

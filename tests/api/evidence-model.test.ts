@@ -34,7 +34,6 @@ import {
   createWalletClient,
   encodeFunctionData,
   http,
-  parseAbi,
   TransactionNotFoundError,
   TransactionReceiptNotFoundError,
   type Address,
@@ -49,7 +48,7 @@ import { ManualClock } from '../../src/platform/clock.js';
 import { createTestApp, json, type TestApp } from '../helpers/app.js';
 import { sharedDatabase, testDialect, type TestDatabase } from '../helpers/db.js';
 import { AGENT, createPolicy, type Created } from '../helpers/policies.js';
-import { CHAINS, UNKNOWN_CHAIN_ID } from './evidence-helpers.js';
+import { CHAINS, UNKNOWN_CHAIN_ID, multicallAbi, usdcAbi } from './evidence-helpers.js';
 import { decodeTransfer, diff, modelSettle, mismatchKey, toMicro, type ModelIntent, type ModelLog, type ModelObservation } from '../unit/settlement-model.js';
 
 const REQUIRED = 2;
@@ -57,16 +56,6 @@ const RUNS = Number(process.env.EVIDENCE_MODEL_RUNS ?? 100);
 const SEED = Number(process.env.EVIDENCE_MODEL_SEED ?? 20261123);
 const VERBOSE = !!process.env.EVIDENCE_MODEL_VERBOSE;
 
-const usdcAbi = parseAbi([
-  'function transfer(address to, uint256 value) returns (bool)',
-  'function transferFrom(address from, address to, uint256 value) returns (bool)',
-  'function approve(address spender, uint256 value) returns (bool)',
-]);
-const multicallAbi = parseAbi([
-  'struct Call3 { address target; bool allowFailure; bytes callData; }',
-  'struct Result { bool success; bytes returnData; }',
-  'function aggregate3(Call3[] calls) payable returns (Result[] returnData)',
-]);
 
 const PAYER = 1;
 const R = 2; // the recipient most intents share

@@ -14,7 +14,6 @@ import {
   createWalletClient,
   encodeFunctionData,
   http,
-  parseAbi,
   parseSignature,
   TransactionNotFoundError,
   TransactionReceiptNotFoundError,
@@ -27,21 +26,10 @@ import { MULTICALL3_ADDRESS, USDC_ADDRESS, USDC_EIP712_DOMAIN, baseDevnetChain, 
 import { json, type TestApp } from '../helpers/app.js';
 import { testDialect } from '../helpers/db.js';
 import type { Created } from '../helpers/policies.js';
-import { createChain, createPilotPolicy, randomTxHash, readChain, readSummary, settle, startEvidenceDevnet } from '../api/evidence-helpers.js';
+import { createChain, createPilotPolicy, multicallAbi, randomTxHash, readChain, readSummary, settle, startEvidenceDevnet, usdcAbi } from '../api/evidence-helpers.js';
 import { TRANSFER_TOPIC, judge, mismatchKey, modelSettle, type ModelIntent, type ModelObservation } from '../unit/settlement-model.js';
 
 const REQUIRED = 2;
-const usdcAbi = parseAbi([
-  'function transfer(address to, uint256 value) returns (bool)',
-  'function transferFrom(address from, address to, uint256 value) returns (bool)',
-  'function approve(address spender, uint256 value) returns (bool)',
-  'function transferWithAuthorization(address from, address to, uint256 value, uint256 validAfter, uint256 validBefore, bytes32 nonce, uint8 v, bytes32 r, bytes32 s)',
-]);
-const multicallAbi = parseAbi([
-  'struct Call3 { address target; bool allowFailure; bytes callData; }',
-  'struct Result { bool success; bytes returnData; }',
-  'function aggregate3(Call3[] calls) payable returns (Result[] returnData)',
-]);
 /** A "token" that is not USDC: transfer(to, value) emits a perfect Transfer(caller, to, value) and moves nothing. */
 const FAKE_TOKEN = '0x00000000000000000000000000000000fa4e7041' as Address;
 const FAKE_TOKEN_CODE = `0x602435600052600435337f${TRANSFER_TOPIC.slice(2)}60206000a3600160005260206000f3` as Hex;

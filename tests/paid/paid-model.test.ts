@@ -8,6 +8,7 @@
 //
 // Defaults keep it CI-sized (fixed seed); explore more with
 //   PAID_MODEL_RUNS=200 PAID_MODEL_COMMANDS=25 PAID_MODEL_SEED=<n> npx vitest run tests/paid/paid-model.test.ts
+import { fetchBody } from '../helpers/http.js';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import fc from 'fast-check';
 import { decodePaymentSignatureHeader } from '@x402/core/http';
@@ -194,17 +195,7 @@ const stackOf = (i: number) => (i === 0 ? A : B);
 const initFor = (k: Kind, headers: Record<string, string> = {}): RequestInit =>
   k.method === 'GET' ? { headers } : { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body: JSON.stringify(k.input()) };
 const orderHeaders = (o: MOrder, wrongKey = false) => ({ 'Report-Id': o.id, 'Recovery-Key': wrongKey ? `${o.key}x` : o.key });
-async function call(url: string, init: RequestInit) {
-  const res = await fetch(url, init);
-  const text = await res.text();
-  let body: any;
-  try {
-    body = JSON.parse(text);
-  } catch {
-    body = text;
-  }
-  return { status: res.status, body, headers: res.headers };
-}
+const call = fetchBody;
 async function settleInflight() {
   while (inflight.length) await Promise.allSettled(inflight.splice(0));
 }

@@ -3,18 +3,12 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { startMarketStub, type MarketStub } from '../../src/devnet/market-stub.js';
 import { UNKNOWN, USDC, ZOO, usdcFixture, zooFixture } from '../api/token-helpers.js';
+import { fetchBody } from '../helpers/http.js';
 
 let stub: MarketStub;
 const get = async (url: string) => {
-  const res = await fetch(url);
-  const text = await res.text();
-  let body: any;
-  try {
-    body = JSON.parse(text);
-  } catch {
-    body = text;
-  }
-  return { status: res.status, body };
+  const { status, body } = await fetchBody(url);
+  return { status, body };
 };
 
 beforeAll(async () => {
