@@ -2,10 +2,11 @@ import { expect } from 'vitest';
 import { ADDR, createTestApp, json, type TestApp } from '../helpers/app.js';
 import { AGENT, bearer, createPolicy, rid, type Created } from '../helpers/policies.js';
 import type { Config } from '../../src/config.js';
-import { startDevnet, type Devnet } from '../../src/devnet/index.js';
+import { MULTICALL3_ADDRESS, USDC_ADDRESS, baseDevnetChain, startDevnet, type Devnet } from '../../src/devnet/index.js';
 import type { JwksDocument } from '../../src/features/evidence/verify.js';
 import { PolicyStore } from '../../src/features/spend-policy/policies.js';
-import { parseAbi } from 'viem';
+import { createWalletClient, encodeFunctionData, http, parseAbi, type Address, type Hash, type Hex, type PublicClient } from 'viem';
+import { privateKeyToAccount } from 'viem/accounts';
 
 /** Helpers of the evidence-chain API tests. */
 
@@ -28,6 +29,31 @@ export const multicallAbi = parseAbi([
   'struct Result { bool success; bytes returnData; }',
   'function aggregate3(Call3[] calls) payable returns (Result[] returnData)',
 ]);
+
+/**
+ * Sending on the devnet by account index: a wallet, a transaction mined before it resolves, and
+ * the USDC calldata the model tests build their transactions from (a pull through Multicall3
+ * needs the sender's approval of MULTICALL3_ADDRESS first).
+ */
+export function devnetSender(devnet: Devnet, pub: Pick<PublicClient, 'waitForTransactionReceipt'>, pollingInterval = 50) {
+  const addr = (i: number): Address => devnet.accounts[i]!.address;
+  const wallet = (i: number) =>
+    createWalletClient({ account: privateKeyToAccount(devnet.accounts[i]!.privateKey), chain: baseDevnetChain(devnet.rpcUrl), transport: http(devnet.rpcUrl) });
+  return {
+    wallet,
+    async send(from: number, to: Address, data: Hex, gas?: bigint): Promise<Hash> {
+      const hash = await wallet(from).sendTransaction({ to, data, ...(gas ? { gas } : {}) });
+      await pub.waitForTransactionReceipt({ hash, pollingInterval });
+      return hash;
+    },
+    transfer: (to: number, micro: bigint) => encodeFunctionData({ abi: usdcAbi, functionName: 'transfer', args: [addr(to), micro] }),
+    transferFrom: (from: number, to: number, micro: bigint) =>
+      encodeFunctionData({ abi: usdcAbi, functionName: 'transferFrom', args: [addr(from), addr(to), micro] }),
+    approveMulticall: (micro: bigint) => encodeFunctionData({ abi: usdcAbi, functionName: 'approve', args: [MULTICALL3_ADDRESS, micro] }),
+    multicall: (calls: Hex[]) =>
+      encodeFunctionData({ abi: multicallAbi, functionName: 'aggregate3', args: [calls.map((callData) => ({ target: USDC_ADDRESS, allowFailure: false, callData }))] }),
+  };
+}
 
 export interface IntentBody {
   policyId: string;

@@ -31,7 +31,6 @@ import fc from 'fast-check';
 import {
   createPublicClient,
   createTestClient,
-  createWalletClient,
   encodeFunctionData,
   http,
   TransactionNotFoundError,
@@ -40,7 +39,6 @@ import {
   type Hash,
   type Hex,
 } from 'viem';
-import { privateKeyToAccount } from 'viem/accounts';
 import { MULTICALL3_ADDRESS, USDC_ADDRESS, baseDevnetChain, startDevnet, type Devnet } from '../../src/devnet/index.js';
 import { PolicyStore } from '../../src/features/spend-policy/policies.js';
 import { verifyChain, type JwksDocument } from '../../src/features/evidence/verify.js';
@@ -48,7 +46,7 @@ import { ManualClock } from '../../src/platform/clock.js';
 import { createTestApp, json, type TestApp } from '../helpers/app.js';
 import { sharedDatabase, testDialect, type TestDatabase } from '../helpers/db.js';
 import { AGENT, createPolicy, type Created } from '../helpers/policies.js';
-import { CHAINS, UNKNOWN_CHAIN_ID, multicallAbi, usdcAbi } from './evidence-helpers.js';
+import { CHAINS, UNKNOWN_CHAIN_ID, devnetSender, usdcAbi } from './evidence-helpers.js';
 import { decodeTransfer, diff, modelSettle, mismatchKey, toMicro, type ModelIntent, type ModelLog, type ModelObservation } from '../unit/settlement-model.js';
 
 const REQUIRED = 2;
@@ -74,18 +72,12 @@ let jwks: JwksDocument;
 const addr = (i: number): Address => devnet.accounts[i]!.address;
 const lc = (s: string) => s.toLowerCase();
 
-function wallet(i: number) {
-  return createWalletClient({ account: privateKeyToAccount(devnet.accounts[i]!.privateKey), chain: baseDevnetChain(devnet.rpcUrl), transport: http(devnet.rpcUrl) });
-}
-async function send(from: number, to: Address, data: Hex, gas = 300_000n): Promise<Hash> {
-  const hash = await wallet(from).sendTransaction({ to, data, gas });
-  await pub.waitForTransactionReceipt({ hash, pollingInterval: 30 });
-  return hash;
-}
-const transfer = (to: number, micro: bigint) => encodeFunctionData({ abi: usdcAbi, functionName: 'transfer', args: [addr(to), micro] });
-const transferFrom = (from: number, to: number, micro: bigint) => encodeFunctionData({ abi: usdcAbi, functionName: 'transferFrom', args: [addr(from), addr(to), micro] });
-const multicall = (calls: Hex[]) =>
-  encodeFunctionData({ abi: multicallAbi, functionName: 'aggregate3', args: [calls.map((callData) => ({ target: USDC_ADDRESS, allowFailure: false, callData }))] });
+let sender: ReturnType<typeof devnetSender>;
+const wallet = (i: number) => sender.wallet(i);
+const send = (from: number, to: Address, data: Hex, gas = 300_000n) => sender.send(from, to, data, gas);
+const transfer = (to: number, micro: bigint) => sender.transfer(to, micro);
+const transferFrom = (from: number, to: number, micro: bigint) => sender.transferFrom(from, to, micro);
+const multicall = (calls: Hex[]) => sender.multicall(calls);
 
 // ---------------------------------------------------------------------------------------------
 // The pool of real transactions
@@ -648,6 +640,7 @@ async function runScenario(sc: Scenario): Promise<void> {
 beforeAll(async () => {
   devnet = await startDevnet();
   pub = createPublicClient({ chain: baseDevnetChain(devnet.rpcUrl), transport: http(devnet.rpcUrl) });
+  sender = devnetSender(devnet, pub, 30);
   test = createTestClient({ mode: 'anvil', chain: baseDevnetChain(devnet.rpcUrl), transport: http(devnet.rpcUrl) });
 
   // "early" is mined about 12 hours before every chain is created: the service's clock stands
@@ -658,7 +651,7 @@ beforeAll(async () => {
   await test.increaseTime({ seconds: 86_400 });
   await test.mine({ blocks: 1 });
 
-  for (const from of [PAYER, S5]) await send(from, USDC_ADDRESS, encodeFunctionData({ abi: usdcAbi, functionName: 'approve', args: [MULTICALL3_ADDRESS, 500_000_000n] }));
+  for (const from of [PAYER, S5]) await send(from, USDC_ADDRESS, sender.approveMulticall(500_000_000n));
   pool.single = await send(PAYER, USDC_ADDRESS, transfer(R, 1_500_000n));
   pool.singleS5 = await send(S5, USDC_ADDRESS, transfer(R, 1_500_000n));
   pool.double = await send(PAYER, MULTICALL3_ADDRESS, multicall([transferFrom(PAYER, R, 1_500_000n), transferFrom(PAYER, R, 1_500_000n)]));

@@ -11,7 +11,6 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   createPublicClient,
   createTestClient,
-  createWalletClient,
   encodeFunctionData,
   http,
   parseSignature,
@@ -26,7 +25,7 @@ import { MULTICALL3_ADDRESS, USDC_ADDRESS, USDC_EIP712_DOMAIN, baseDevnetChain, 
 import { json, type TestApp } from '../helpers/app.js';
 import { testDialect } from '../helpers/db.js';
 import type { Created } from '../helpers/policies.js';
-import { createChain, createPilotPolicy, multicallAbi, randomTxHash, readChain, readSummary, settle, startEvidenceDevnet, usdcAbi } from '../api/evidence-helpers.js';
+import { createChain, createPilotPolicy, devnetSender, randomTxHash, readChain, readSummary, settle, startEvidenceDevnet, usdcAbi } from '../api/evidence-helpers.js';
 import { TRANSFER_TOPIC, judge, mismatchKey, modelSettle, type ModelIntent, type ModelObservation } from '../unit/settlement-model.js';
 
 const REQUIRED = 2;
@@ -46,18 +45,12 @@ const RELAYER = 3;
 const OTHER = 4;
 const STRANGER = 5;
 
-function wallet(i: number) {
-  return createWalletClient({ account: privateKeyToAccount(devnet.accounts[i]!.privateKey), chain: baseDevnetChain(devnet.rpcUrl), transport: http(devnet.rpcUrl) });
-}
-async function send(from: number, to: Address, data: Hex, gas?: bigint): Promise<Hash> {
-  const hash = await wallet(from).sendTransaction({ to, data, ...(gas ? { gas } : {}) });
-  await pub.waitForTransactionReceipt({ hash, pollingInterval: 50 });
-  return hash;
-}
-const transfer = (to: number, micro: bigint) => encodeFunctionData({ abi: usdcAbi, functionName: 'transfer', args: [addr(to), micro] });
-const transferFrom = (from: number, to: number, micro: bigint) => encodeFunctionData({ abi: usdcAbi, functionName: 'transferFrom', args: [addr(from), addr(to), micro] });
-const multicall = (calls: Hex[]) =>
-  encodeFunctionData({ abi: multicallAbi, functionName: 'aggregate3', args: [calls.map((callData) => ({ target: USDC_ADDRESS, allowFailure: false, callData }))] });
+let sender: ReturnType<typeof devnetSender>;
+const wallet = (i: number) => sender.wallet(i);
+const send = (from: number, to: Address, data: Hex, gas?: bigint) => sender.send(from, to, data, gas);
+const transfer = (to: number, micro: bigint) => sender.transfer(to, micro);
+const transferFrom = (from: number, to: number, micro: bigint) => sender.transferFrom(from, to, micro);
+const multicall = (calls: Hex[]) => sender.multicall(calls);
 
 /** What the chain shows for `hash` right now, in the model's terms. */
 async function observe(hash: Hash): Promise<ModelObservation> {
@@ -110,6 +103,7 @@ async function settleTwice(intent: ModelIntent, hash: Hash) {
 beforeAll(async () => {
   ({ devnet, t, p } = await startEvidenceDevnet({ minConfirmations: REQUIRED }));
   pub = createPublicClient({ chain: baseDevnetChain(devnet.rpcUrl), transport: http(devnet.rpcUrl) });
+  sender = devnetSender(devnet, pub);
   test = createTestClient({ mode: 'anvil', chain: baseDevnetChain(devnet.rpcUrl), transport: http(devnet.rpcUrl) });
   await test.setCode({ address: FAKE_TOKEN, bytecode: FAKE_TOKEN_CODE });
 }, 120_000);
@@ -157,7 +151,7 @@ describe.skipIf(testDialect !== 'sqlite')('settlement model, end to end on the d
   });
 
   it('a multicall paying the recipient in two partial transfers that sum to the amount: MISMATCH amount', async () => {
-    await send(PAYER, USDC_ADDRESS, encodeFunctionData({ abi: usdcAbi, functionName: 'approve', args: [MULTICALL3_ADDRESS, 100_000_000n] }));
+    await send(PAYER, USDC_ADDRESS, sender.approveMulticall(100_000_000n));
     const hash = await send(PAYER, MULTICALL3_ADDRESS, multicall([transferFrom(PAYER, RECIPIENT, 750_000n), transferFrom(PAYER, RECIPIENT, 750_000n)]));
     expect((await pub.getTransactionReceipt({ hash })).logs.filter((l) => l.topics[0] === TRANSFER_TOPIC)).toHaveLength(2);
     const { answer } = await settleTwice(intent(), hash);
