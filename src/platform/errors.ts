@@ -93,14 +93,15 @@ export class AppError extends Error {
  * validation message names) must not find it in the logs, nor have it echoed to whoever reads
  * the answer: every run of 43 or more base64url characters (the length of a key's secret part, so
  * every admin, agent and recovery key), each of them also counted when percent-encoded, is
- * replaced, except 0x-prefixed hex, which is public (addresses, transaction hashes).
- * Identifiers the service issues are shorter.
+ * replaced, except what is public: 0x-prefixed hex (addresses, transaction hashes) and 64
+ * lower-case hex digits (the `sha256:` digests of evidence, which a 409 names). Identifiers the
+ * service issues are shorter.
  */
 export function redactKeys(text: string): string {
   return text.replace(KEY_LIKE, (run) => (PUBLIC_HEX.test(run) ? run : '[redacted]'));
 }
 const KEY_LIKE = /(?:[A-Za-z0-9_-]|%[0-9A-Fa-f]{2}){43,}/g;
-const PUBLIC_HEX = /^0x[0-9a-fA-F]+$/;
+const PUBLIC_HEX = /^0x[0-9a-fA-F]+$|^[0-9a-f]{64}$/;
 
 export function problemBody(err: AppError, requestId: string): ProblemBody {
   const body: ProblemBody = {

@@ -72,6 +72,8 @@ describe('preflight attachment', () => {
     expect(json(again)).toEqual({ ...first, replayed: true });
     const problem = expectProblem(await attachPreflight(t, c.evidenceChainId, p.agentKey, usdcTransfer(2, 1_000_000n)), 409, 'preflight_conflict');
     expect(problem.title).toBe('Different preflight already attached');
+    // The recorded preflight's digest is public evidence: shown, not redacted like a key.
+    expect(problem.detail).toContain(first.inputDigest);
     expect(await preflightEvents(c.evidenceChainId)).toHaveLength(1);
   });
 

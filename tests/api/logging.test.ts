@@ -79,6 +79,8 @@ describe('log lines never hold a key', () => {
     expect(redactKeys(`/api/token-coverage?token=${ADDR.mixedCase}&tx=${hash}`)).toBe(`/api/token-coverage?token=${ADDR.mixedCase}&tx=${hash}`);
     expect(redactKeys(`/x?cursor=123&id=sgp_${'0'.repeat(32)}`)).toBe(`/x?cursor=123&id=sgp_${'0'.repeat(32)}`);
     expect(redactKeys(`/x/${'A'.repeat(42)}`)).toBe(`/x/${'A'.repeat(42)}`);
+    const digest = `sha256:${'0f'.repeat(32)}`;
+    expect(redactKeys(`a different preflight (${digest}) is attached`)).toBe(`a different preflight (${digest}) is attached`);
     expect(redactKeys(`/x/${'A'.repeat(43)}/y`)).toBe('/x/[redacted]/y');
   });
 });
