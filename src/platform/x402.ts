@@ -253,8 +253,12 @@ export class PaymentGateway {
     const path = request.url.split('?')[0] ?? request.url;
     return {
       adapter: {
+        // The SDK reads the payment from the adapter: it sees the one given here, or none (the
+        // challenge for a request whose header is no payment must not send that header on).
         getHeader: (name: string) => {
-          const v = request.headers[name.toLowerCase()];
+          const key = name.toLowerCase();
+          if (key === 'payment-signature' || key === 'x-payment') return paymentHeader;
+          const v = request.headers[key];
           return Array.isArray(v) ? v[0] : v;
         },
         getMethod: () => request.method,

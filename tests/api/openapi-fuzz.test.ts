@@ -52,12 +52,12 @@
 import { Ajv2020, type ValidateFunction } from 'ajv/dist/2020.js';
 import addFormatsModule from 'ajv-formats';
 import fc from 'fast-check';
-import Fastify from 'fastify';
 import { describe, expect, it } from 'vitest';
 import { PolicyStore } from '../../src/features/spend-policy/policies.js';
 import { ERROR_CODES } from '../../src/platform/errors.js';
 import { ADDR, createTestApp, json, type TestApp } from '../helpers/app.js';
 import { AGENT, bearer, createPolicy, decide, START, type Created } from '../helpers/policies.js';
+import { standInFacilitator } from '../helpers/stand-in-facilitator.js';
 import { suiteFixture } from '../helpers/suite.js';
 
 const RUNS = Number(process.env.FUZZ_RUNS ?? 60);
@@ -122,19 +122,6 @@ interface World {
   /** expired: the clock has passed the fixtures' pilot access and recovery periods. */
   flags: { expired: boolean };
   close(): Promise<void>;
-}
-
-/**
- * A stand-in x402 facilitator: it says what it supports (so that the paid reports can build their
- * 402 challenge) and refuses every payment it is asked to verify. Nothing is ever settled.
- */
-async function standInFacilitator(): Promise<{ url: string; close(): Promise<void> }> {
-  const f = Fastify();
-  f.get('/supported', async () => ({ kinds: [{ x402Version: 2, scheme: 'exact', network: 'eip155:8453' }], extensions: [], signers: {} }));
-  f.post('/verify', async () => ({ isValid: false, invalidReason: 'invalid_exact_evm_payload_signature', payer: ADDR.alice }));
-  f.post('/settle', async (_request, reply) => reply.status(500).send({ error: 'the fuzz test never settles' }));
-  const url = await f.listen({ host: '127.0.0.1', port: 0 });
-  return { url, close: () => f.close() };
 }
 
 async function makeWorld(): Promise<World> {
@@ -247,6 +234,8 @@ interface Req {
   headerInvalid?: string;
   /** Recovery credentials that name no order or the wrong key (404 is as right as a 400 then). */
   wrongOrder?: boolean;
+  /** A PAYMENT-SIGNATURE that is no x402 v2 payment: refused as payments are (402 payment_invalid), not as input. */
+  badPayment?: boolean;
   /** If-Match with a well-formed entity-tag that is no revision (valid; 412 when it does not match). */
   ifMatchOther?: boolean;
   /** The client address the request comes from (per-source rate limits). */
@@ -679,7 +668,7 @@ const MEDIA_VALUES: Array<[string | null, boolean]> = [
 ];
 
 /** Headers of the paid reports: payment, recovery order. */
-type PaidHeaders = { headers: Record<string, string>; invalid?: string; wrongOrder?: boolean; labels: string[] };
+type PaidHeaders = { headers: Record<string, string>; invalid?: string; wrongOrder?: boolean; badPayment?: boolean; labels: string[] };
 
 /**
  * Headers of the paid reports: payment and recovery order. Valid: none, the (refused) well-formed
@@ -699,14 +688,15 @@ function paidHeadersArb(): { valid: fc.Arbitrary<PaidHeaders>; mutated: fc.Arbit
   );
   type Order = [string | undefined, string | undefined, string | undefined, boolean];
   const make = ([signature, [id, key, invalidOrder, wrongOrder]]: [string | undefined, Order]): PaidHeaders => {
-    const invalid = invalidOrder ?? (signature !== undefined && signature !== '' && signature !== wellFormed ? 'PAYMENT-SIGNATURE not an x402 v2 payment payload' : undefined);
+    const invalid = invalidOrder;
+    const badPayment = signature !== undefined && signature !== '' && signature !== wellFormed;
     const headers: Record<string, string> = {};
     const labels: string[] = [];
     if (signature !== undefined) (headers['payment-signature'] = signature), labels.push(`payment-signature ${signature === wellFormed ? 'well-formed' : JSON.stringify(signature.slice(0, 20))}`);
     if (id !== undefined) headers['report-id'] = id;
     if (key !== undefined) headers['recovery-key'] = key;
     if (id !== undefined || key !== undefined) labels.push(`report-id ${id ?? '-'} recovery-key ${key === undefined ? '-' : key.slice(0, 14)}`);
-    return { headers, labels, ...(invalid ? { invalid } : {}), ...(wrongOrder ? { wrongOrder } : {}) };
+    return { headers, labels, ...(invalid ? { invalid } : {}), ...(wrongOrder ? { wrongOrder } : {}), ...(badPayment ? { badPayment } : {}) };
   };
   const none: Order = [undefined, undefined, undefined, false];
   const validSig = fc.constantFrom<string | undefined>(undefined, undefined, undefined, wellFormed, '');
@@ -906,6 +896,7 @@ function requestArb(op: Op, ops: Op[]): fc.Arbitrary<Req> {
           ...(paid.invalid ? { headerInvalid: paid.invalid } : ifMatch[1] === 'invalid' ? { headerInvalid: 'If-Match not an entity-tag' } : {}),
           ...(ifMatch[1] === 'other' ? { ifMatchOther: true } : {}),
           ...(paid.wrongOrder ? { wrongOrder: true } : {}),
+          ...(paid.badPayment ? { badPayment: true } : {}),
         };
       }),
   );
@@ -1182,12 +1173,7 @@ function judge(w: World, op: Op, r: Req, sent: Sent, res: { statusCode: number; 
   const c = classify(w, op, r, sent);
   const refused = status === 400 || status === 413 || status === 415;
   const expectedRefusal = !c.media ? 415 : c.tooLarge ? 413 : c.invalid.length ? 400 : undefined;
-  // Recovery credentials that name no order (404), an order for another report or input (409) or
-  // an expired one (410) may be judged before a malformed payment header: that order of checks is
-  // not documented.
-  const orderFirst =
-    sent.headers['report-id'] !== undefined && (status === 404 || status === 409 || status === 410) && c.invalid.length > 0 && c.invalid.every((x) => x.startsWith('PAYMENT-SIGNATURE')) && c.media && !c.tooLarge;
-  if (expectedRefusal !== undefined && status !== expectedRefusal && !(c.ambiguous.length && refused) && !orderFirst) {
+  if (expectedRefusal !== undefined && status !== expectedRefusal && !(c.ambiguous.length && refused)) {
     // A refusal of another kind is still a refusal when the request is wrong in several ways.
     const alsoWrong = (!c.media ? 1 : 0) + (c.tooLarge ? 1 : 0) + (c.invalid.length ? 1 : 0) > 1;
     if (!(alsoWrong && refused)) v('invalid request not refused as documented', `expected ${expectedRefusal} (${[!c.media && 'media type', c.tooLarge && 'size', ...c.invalid].filter(Boolean).join('; ')}), got ${status} ${body?.code ?? ''}`);
@@ -1228,9 +1214,14 @@ function judge(w: World, op: Op, r: Req, sent: Sent, res: { statusCode: number; 
     if (fixtureOrder && status !== 410) v('recovery period ended', `expected 410, got ${status} ${body?.code ?? ''}`);
   }
 
-  // 8. Paid reports: a valid request without payment is a 402 payment request.
+  // 8. Paid reports: a valid request without payment is a 402 payment request; one whose
+  // PAYMENT-SIGNATURE is no x402 v2 payment is refused as a payment: 402 payment_invalid with a
+  // fresh challenge (README), before any facilitator call. Recovery credentials are judged first.
   if (op.security.includes('x402') && expectedRefusal === undefined && !c.ambiguous.length && !sent.headers['payment-signature'] && !sent.headers['report-id'] && status !== 402) {
     v('paid report without payment', `expected 402, got ${status} ${body?.code ?? ''}`);
+  }
+  if (op.security.includes('x402') && expectedRefusal === undefined && !c.ambiguous.length && r.badPayment && !sent.headers['report-id'] && (status !== 402 || body?.code !== 'payment_invalid')) {
+    v('malformed payment not refused as a payment', `expected 402 payment_invalid, got ${status} ${body?.code ?? ''}`);
   }
   return out;
 }

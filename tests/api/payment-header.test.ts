@@ -1,14 +1,22 @@
-// A PAYMENT-SIGNATURE header that is not an x402 v2 exact EIP-3009 payment is the caller's
-// mistake: a 400 problem that says so, before any facilitator is asked, never a 500.
+// A PAYMENT-SIGNATURE header that is not an x402 v2 exact EIP-3009 payment is refused as a
+// payment the facilitator refuses is (DESIGN.md: "invalid: 402 with the reason"): 402
+// payment_invalid that says what is wrong, with a fresh challenge to pay from, before any
+// facilitator verify, never a 500 and never a charge.
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { createTestApp, OFFLINE, type TestApp } from '../helpers/app.js';
+import { createTestApp, type TestApp } from '../helpers/app.js';
 import { expectProblem } from '../helpers/problems.js';
+import { standInFacilitator } from '../helpers/stand-in-facilitator.js';
 
 let t: TestApp;
+let facilitator: Awaited<ReturnType<typeof standInFacilitator>>;
 beforeAll(async () => {
-  t = await createTestApp({ config: { ...OFFLINE, payTo: '0x5555555555555555555555555555555555555555' } });
+  facilitator = await standInFacilitator();
+  t = await createTestApp({ config: { facilitatorUrl: facilitator.url, payTo: '0x5555555555555555555555555555555555555555' } });
 });
-afterAll(async () => t?.close());
+afterAll(async () => {
+  await t?.close();
+  await facilitator?.close();
+});
 
 const b64 = (text: string) => Buffer.from(text, 'utf8').toString('base64');
 const authorization = {
@@ -53,8 +61,35 @@ it.each([
   ['a Permit2 authorization beside the EIP-3009 one', b64(`{"x402Version":2,"payload":{"authorization":${JSON.stringify(authorization)},"signature":"${SIGNATURE}","permit2Authorization":{"from":"${authorization.from}","nonce":"1"}}}`)],
   ['an unknown member in the authorization', v2('', { ...authorization, extra: '1' })],
   ['invalid UTF-8 once decoded', Buffer.concat([Buffer.from(Buffer.from(v2(',"note":"#"'), 'base64').toString('utf8').split('#')[0]!), Buffer.from([0xff]), Buffer.from('"}')]).toString('base64')],
-])('PAYMENT-SIGNATURE with %s: 400 invalid_request', async (_what, signature) => {
+])('PAYMENT-SIGNATURE with %s: 402 payment_invalid with the reason and a fresh challenge', async (_what, signature) => {
+  const verifies = facilitator.verifies();
   const res = await t.app.inject({ method: 'GET', url: '/api/quick-check', headers: { 'payment-signature': signature } });
-  const problem = expectProblem(res, 400, 'invalid_request');
-  expect(problem.detail).toMatch(/^PAYMENT-SIGNATURE\b/);
+  const problem = expectProblem(res, 402, 'payment_invalid');
+  expect(problem.detail).toMatch(/^the payment was not accepted \(PAYMENT-SIGNATURE\b.*nothing was charged$/);
+  const challenge = JSON.parse(Buffer.from(String(res.headers['payment-required']), 'base64').toString('utf8'));
+  expect(challenge).toMatchObject({ x402Version: 2, accepts: [{ scheme: 'exact', network: 'eip155:8453', amount: '1000' }] });
+  expect(facilitator.verifies()).toBe(verifies);
+});
+
+it('the challenge for a header that is no payment is the plain one, and stays so for unpaid requests', async () => {
+  const config = { facilitatorUrl: facilitator.url, payTo: '0x5555555555555555555555555555555555555555' };
+  const [fresh, plain] = [await createTestApp({ config }), await createTestApp({ config })];
+  try {
+    // The first challenge this instance builds is for a request whose header decodes (the SDK
+    // would read it as a payment) but is refused here: nothing of it reaches the facilitator,
+    // and the challenge built for it is the one an unpaid request gets.
+    const verifies = facilitator.verifies();
+    const bad = await fresh.app.inject({ method: 'GET', url: '/api/quick-check', headers: { 'payment-signature': v2('', { ...authorization, nonce: '0xabcd' }) } });
+    expectProblem(bad, 402, 'payment_invalid');
+    const unpaid = await fresh.app.inject({ method: 'GET', url: '/api/quick-check' });
+    expectProblem(unpaid, 402, 'payment_required');
+    // An instance that never saw such a header challenges alike.
+    const challenge = (await plain.app.inject({ method: 'GET', url: '/api/quick-check' })).headers['payment-required'];
+    expect(bad.headers['payment-required']).toBe(challenge);
+    expect(unpaid.headers['payment-required']).toBe(challenge);
+    expect(facilitator.verifies()).toBe(verifies);
+  } finally {
+    await fresh.close();
+    await plain.close();
+  }
 });

@@ -31,10 +31,10 @@ describe('Cache-Control: no-store', () => {
   it('on the 402 challenge and on problem answers of the paid routes', async () => {
     expectNoStore(await fetch(`${s.url}/api/quick-check`), 402);
     expectNoStore(await postJson('/api/verify-payment', { chain: 'base', txHash: `0x${'ab'.repeat(32)}`, expectedTo: ADDRESS, expectedAmount: '1' }), 402);
-    // schema validation (Fastify's), the report's own check, a bad header, a malformed body
+    // a header that is no payment; schema validation (Fastify's), the report's own check, a malformed body
     expectNoStore(await postJson('/api/verify-payment', { chain: 'base' }), 400);
     expectNoStore(await postJson('/api/transaction-preflight', { chain: 'base', to: ADDRESS, valueWei: (2n ** 256n).toString() }), 400);
-    expectNoStore(await fetch(`${s.url}/api/quick-check`, { headers: { 'payment-signature': 'garbage' } }), 400);
+    expectNoStore(await fetch(`${s.url}/api/quick-check`, { headers: { 'payment-signature': 'garbage' } }), 402);
     expectNoStore(await fetch(`${s.url}/api/token-risk`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{' }), 400);
     expectNoStore(await fetch(`${s.url}/api/quick-check`, { headers: { 'report-id': `ord_${'0'.repeat(32)}`, 'recovery-key': 'x' } }), 404);
   });

@@ -138,7 +138,7 @@ export class PaidReports {
       await this.storageReachable();
       return this.sendGate(def, await this.deps.gateway.gate(request), false);
     }
-    const payment = paymentIdentity(signature);
+    const payment = await this.identify(def, request, signature);
     const existing = await this.guardStorage(() => this.store.byAuth(payment.authId));
     if (existing) return this.resumePurchase(reply, existing, path, inputDigest, payment.digest);
 
@@ -291,6 +291,23 @@ export class PaidReports {
   }
 
   /** The SDK's challenge as a problem answer (DESIGN.md: every non-2xx), its headers kept. */
+  /**
+   * The payment a PAYMENT-SIGNATURE header carries. A header that is no x402 v2 payment at all is
+   * refused the way the facilitator refuses a bad one: 402 with the reason and a fresh challenge
+   * to pay from (as x402 servers answer a header they cannot decode), never a charge.
+   */
+  private async identify(def: PaidReportDef, request: FastifyRequest, signature: string): Promise<ReturnType<typeof paymentIdentity>> {
+    try {
+      return paymentIdentity(signature);
+    } catch (err) {
+      if (!(err instanceof AppError)) throw err;
+      await this.storageReachable();
+      const gate = await this.deps.gateway.gate(request);
+      if (gate.kind !== 'respond') throw new AppError('internal_error');
+      throw challengeProblem({ ...gate, reason: err.message }, true, PAID_REPORTS[def.name].price);
+    }
+  }
+
   private sendGate(def: PaidReportDef, gate: GateResult, paid: boolean): never {
     if (gate.kind !== 'respond') throw new AppError('internal_error');
     throw challengeProblem(gate, paid, PAID_REPORTS[def.name].price);
