@@ -15,7 +15,7 @@ import { createCdpAuthHeaders } from '@coinbase/x402';
 import { Type, type Static, type TSchema } from 'typebox';
 import type { Config } from '../config.js';
 import { digestOf } from './canonical.js';
-import { AppError } from './errors.js';
+import { AppError, redactKeys } from './errors.js';
 import { compileBodyValidator } from './http.js';
 import { repeatsMemberName } from './json-members.js';
 import { Address, BYTES32_PATTERN, HEX_DATA_PATTERN, UINT256_DIGITS_PATTERN } from './schemas.js';
@@ -41,8 +41,9 @@ export type GateResult =
 
 /**
  * What the service reads of a payment: an x402 v2 exact EIP-3009 authorization, every field in
- * the form EIP-3009 gives it. A field the facilitator cannot read is the caller's mistake (400),
- * not a facilitator that did not answer (its error for such a payload reads as one). The
+ * the form EIP-3009 gives it. A field the facilitator cannot read is the caller's mistake (402
+ * payment_invalid, see PaidReports.identify), not a facilitator that did not answer (its error
+ * for such a payload reads as one). The
  * payload holds the authorization and its signature only; the other members of the envelope
  * (accepted, resource, extensions) are the SDK's to check.
  */
@@ -76,7 +77,8 @@ const checkPayment = compileBodyValidator(ExactEvmPayment, 'PAYMENT-SIGNATURE');
 /**
  * The x402 identity of a payment: who authorized it and with which single-use nonce, and the
  * digest of the whole payload (which tells a replay of this very payment from another use of
- * its authorization). Anything that is not such a payload is a 400, whatever it decodes to.
+ * its authorization). Anything that is not such a payload throws an AppError saying why,
+ * whatever it decodes to.
  */
 export function paymentIdentity(header: string): { payload: PaymentPayload; authId: string; payer: string; digest: string } {
   let payload: PaymentPayload;
@@ -140,7 +142,9 @@ function challengeReason(headers: Record<string, string>): string {
  */
 export function challengeProblem(gate: { status: number; headers: Record<string, string>; reason: string }, paid: boolean, price: string): AppError {
   const headers = gate.headers;
-  const reason = gate.reason
+  // Redacted before it is cut: a cut through a key (a reason may quote a member name the caller
+  // sent) would leave a run too short to be recognised as one.
+  const reason = redactKeys(gate.reason)
     .replace(/[\u0000-\u001f\u007f]+/g, ' ')
     .replace(/\b[a-z][a-z0-9+.-]*:\/\/\S+/gi, '<url>')
     .slice(0, 200);

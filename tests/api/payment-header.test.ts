@@ -93,3 +93,17 @@ it('the challenge for a header that is no payment is the plain one, and stays so
     await plain.close();
   }
 });
+
+it('a key quoted in the reason is redacted whole, wherever the reason is cut', async () => {
+  // The validator names an unknown member, and the reason is cut to 200 characters: a key-shaped
+  // name across the cut must not leave part of its secret behind.
+  const secret = `Zq9${'x'.repeat(37)}K7w`;
+  for (const pad of [0, 132, 150]) {
+    const payload = { authorization, signature: SIGNATURE, [`${'.'.repeat(pad)}sgp_agent_${secret}`]: 1 };
+    const signature = b64(JSON.stringify({ x402Version: 2, payload }));
+    const res = await t.app.inject({ method: 'GET', url: '/api/quick-check', headers: { 'payment-signature': signature } });
+    const problem = expectProblem(res, 402, 'payment_invalid');
+    expect(problem.detail).not.toMatch(/Zq9x/);
+    expect(res.body).not.toMatch(/Zq9x/);
+  }
+});

@@ -290,7 +290,6 @@ export class PaidReports {
     return row;
   }
 
-  /** The SDK's challenge as a problem answer (DESIGN.md: every non-2xx), its headers kept. */
   /**
    * The payment a PAYMENT-SIGNATURE header carries. A header that is no x402 v2 payment at all is
    * refused the way the facilitator refuses a bad one: 402 with the reason and a fresh challenge
@@ -308,6 +307,7 @@ export class PaidReports {
     }
   }
 
+  /** The SDK's challenge as a problem answer (DESIGN.md: every non-2xx), its headers kept. */
   private sendGate(def: PaidReportDef, gate: GateResult, paid: boolean): never {
     if (gate.kind !== 'respond') throw new AppError('internal_error');
     throw challengeProblem(gate, paid, PAID_REPORTS[def.name].price);
