@@ -74,7 +74,7 @@ export const decisionRoutes: FastifyPluginAsyncTypebox<AppDeps & { decisions: De
         request.params.decisionId,
         key,
         request.body.note,
-        deps.clock.now(),
+        deps.clock,
       );
       return { decision, receipt };
     },

@@ -1,4 +1,5 @@
 import { sql, type ExpressionBuilder, type Insertable, type Kysely, type Selectable } from 'kysely';
+import type { Clock } from '../../platform/clock.js';
 import type { Database } from '../../platform/db/database.js';
 import type { DB, DecisionsTable } from '../../platform/db/schema.js';
 import { failedJob, GroupCommitter, type BatchHandler, type JobOutcome } from '../../platform/db/group-commit.js';
@@ -335,11 +336,17 @@ export class DecisionService {
     return { outcomes, rows: [...made.values()], spends: [...spends.values()], repeats: [...repeats.values()] };
   }
 
-  /** An administrator approves a pending HUMAN_APPROVAL; the budget is spent now, if it still allows. */
-  async approve(decisionId: string, key: { kind: 'admin'; hash: string }, note: string | undefined, now: Date): Promise<DecisionOutcome> {
+  /**
+   * An administrator approves a pending HUMAN_APPROVAL; the budget is spent now, if it still
+   * allows. "Now" is read under the policy's lock, not when the request arrived: a request that
+   * waited for the lock past the expiry must not approve what a read meanwhile showed (and
+   * signed) as EXPIRED.
+   */
+  async approve(decisionId: string, key: { kind: 'admin'; hash: string }, note: string | undefined, clock: Clock): Promise<DecisionOutcome> {
     const found = await this.database.db.selectFrom('decisions').select('policy_id').where('id', '=', decisionId).executeTakeFirst();
-    if (!found) return this.unknownDecision(this.database.db, key, now);
+    if (!found) return this.unknownDecision(this.database.db, key, clock.now());
     return this.writes.run([found.policy_id], async (tx) => {
+      const now = clock.now();
       const policy = await this.authorizeFor(tx, await loadPolicy(this.database, tx, found.policy_id, true), key, now);
       // Read again under the policy lock: a concurrent approval may have changed it.
       const row = await tx.selectFrom('decisions').selectAll().where('id', '=', decisionId).executeTakeFirstOrThrow();
