@@ -4,6 +4,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { randomBytes } from 'node:crypto';
 import { purgeExpired } from '../../src/features/maintenance.js';
+import { OrderStore } from '../../src/features/orders/store.js';
 import { PAID_REPORTS } from '../../src/platform/prices.js';
 import { expectInvalid, expectProblem } from '../helpers/problems.js';
 import { asInjected, recordingPayingFetch, startPaidStack, type PaidStack } from '../helpers/paid.js';
@@ -233,10 +234,27 @@ describe('restoring through a recovery order', () => {
       expect(rows.map((r) => [r.input, r.input_digest, r.report_id])).toEqual([['', '', null], ['', '', null]]);
       await expectExpired();
       expect((await purgeExpired(s.t.database, s.t.clock.now())).orders).toBe(0);
+      // A system clock stepped back to within the period does not reopen a purged order.
+      s.t.clock.set(new Date(start.getTime() + 60_000));
+      await expectExpired();
     } finally {
       s.t.clock.set(start);
     }
     await charged(1_000n);
+  });
+});
+
+describe('an order purged while it is being paid', () => {
+  it('is not bound to the report (no renewed tombstone without its input): 410, which rolls the paid request back unsettled', async () => {
+    const store = new OrderStore(s.t.database, s.t.config.recoveryTtlSeconds);
+    const now = s.t.clock.now();
+    const { row } = await store.create('/api/quick-check', {}, 'sha256:00', now);
+    // The paid request read the order open; its period ends and the purge runs before the bind.
+    const expiry = new Date(row.expires_at);
+    expect(await purgeExpired(s.t.database, expiry)).toMatchObject({ orders: 1 });
+    await expect(store.bind(row, 'rpt_00000000000000000000000000000000', new Date(expiry.getTime() - 1))).rejects.toMatchObject({ code: 'recovery_expired' });
+    const after = await s.t.database.db.selectFrom('orders').selectAll().where('id', '=', row.id).executeTakeFirstOrThrow();
+    expect([after.input_digest, after.report_id, after.expires_at]).toEqual(['', null, row.expires_at]);
   });
 });
 

@@ -12,6 +12,9 @@ export function newRecoveryKey(): string {
   return `ork_${randomBytes(32).toString('base64url')}`;
 }
 
+/** A purged order keeps its row as a tombstone without its input (see purgeExpired). */
+const isPurged = (row: Pick<OrderRow, 'input_digest'>) => row.input_digest === '';
+
 export class OrderStore {
   constructor(
     private readonly database: Database,
@@ -34,11 +37,14 @@ export class OrderStore {
     return { row, key };
   }
 
-  /** The order for an id and key: 404 when either is wrong (never telling which), 410 when expired. */
+  /**
+   * The order for an id and key: 404 when either is wrong (never telling which), 410 when expired
+   * or purged (whatever the clock says now: a system clock stepped back must not reopen it).
+   */
   async open(id: string, key: string, now: Date): Promise<OrderRow> {
     const row = await this.database.db.selectFrom('orders').selectAll().where('id', '=', id).executeTakeFirst();
     if (!row || !sameHash(row.key_hash, hashKey(key))) throw new AppError('not_found', 'unknown report or incorrect key');
-    if (now.toISOString() >= row.expires_at) throw new AppError('recovery_expired', 'the recovery period of this order has ended');
+    if (now.toISOString() >= row.expires_at || isPurged(row)) throw new AppError('recovery_expired', 'the recovery period of this order has ended');
     return row;
   }
 
@@ -50,6 +56,9 @@ export class OrderStore {
    * The recovery period starts again at `now`: a payment made just before the order expired,
    * whose settlement is uncertain (202, "restore the report"), may land only after that, and its
    * report must stay restorable through the order for a whole period.
+   *
+   * An order purged since it was read (its period ended while the payment was at the
+   * facilitator) is never bound: that would renew a tombstone without its input. 410 then.
    */
   async bind(order: Pick<OrderRow, 'id' | 'expires_at' | 'report_id'>, reportId: string, now: Date): Promise<boolean> {
     const renewed = new Date(now.getTime() + this.ttlSeconds * 1000).toISOString();
@@ -58,8 +67,12 @@ export class OrderStore {
       .set({ report_id: reportId, expires_at: renewed > order.expires_at ? renewed : order.expires_at })
       .where('id', '=', order.id)
       .where('report_id', order.report_id === null ? 'is' : '=', order.report_id)
+      .where('input_digest', '!=', '')
       .executeTakeFirst();
-    return Number(res.numUpdatedRows) === 1;
+    if (Number(res.numUpdatedRows) === 1) return true;
+    const current = await this.database.db.selectFrom('orders').select('input_digest').where('id', '=', order.id).executeTakeFirst();
+    if (!current || isPurged(current)) throw new AppError('recovery_expired', 'the recovery period of this order ended while it was being paid; nothing was charged');
+    return false;
   }
 
   /**
