@@ -21,3 +21,13 @@ export class ManualClock implements Clock {
     this.t += ms;
   }
 }
+
+/**
+ * How long ago `at` was, in ms, as of `now` (both epoch ms). A time after `now` (recorded before
+ * the system clock was stepped back) has no age one can trust: it counts as infinitely old, so a
+ * cache is never reused for longer than it was meant to be.
+ */
+export function ageMs(now: number, at: number): number {
+  const age = now - at;
+  return age < 0 ? Number.POSITIVE_INFINITY : age;
+}

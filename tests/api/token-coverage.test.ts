@@ -75,6 +75,10 @@ describe('POST /api/token-coverage', () => {
     // Per token: another token is checked on its own.
     expect(json(await coverage(ZOO)).checkedAt).toBe(t.clock.now().toISOString());
     expect(t.chain.contractCalls).toBe(3);
+    // A system clock stepped back: the cached answer's age is unknown, so it is checked again.
+    t.clock.advance(-3600 * S);
+    expect(json(await coverage()).checkedAt).toBe(t.clock.now().toISOString());
+    expect(t.chain.contractCalls).toBe(4);
   });
 
   it('no contract code: the onchain categories are unavailable and the check is not complete', async () => {

@@ -121,6 +121,22 @@ describe('POST /api/token-preview', () => {
     expect(t.stub.counts().dexscreener).toBe(2);
   });
 
+  it('after the system clock is stepped back, an answer fetched "in the future" is asked again, never served as fresh or stale', async () => {
+    const first = json(await preview());
+    t.clock.advance(-3600 * S);
+    const fresh = json(await preview());
+    expect(fresh.source).toMatchObject({ ageSeconds: 0, stale: false, fetchedAt: t.clock.now().toISOString() });
+    expect(t.stub.counts().dexscreener).toBe(2);
+    expect(fresh.source.fetchedAt).not.toBe(first.source.fetchedAt);
+    // During an outage, an answer of unknown age is no fallback either.
+    t.clock.advance(10 * S);
+    const stillFresh = json(await preview());
+    expect(stillFresh.source.fetchedAt).toBe(fresh.source.fetchedAt);
+    t.clock.advance(-3600 * S);
+    t.stub.setFaults({ dexscreener: { fail: true }, geckoterminal: { fail: true } });
+    expectProblem(await preview(), 502, 'upstream_unavailable');
+  });
+
   it('concurrent previews of one token share one upstream lookup', async () => {
     t.stub.setFaults({ dexscreener: { slowMs: 100 } });
     const all = await Promise.all(Array.from({ length: 8 }, () => preview()));

@@ -1,5 +1,5 @@
 import type { FastifyBaseLogger } from 'fastify';
-import type { Clock } from '../../platform/clock.js';
+import { ageMs, type Clock } from '../../platform/clock.js';
 import { AppError } from '../../platform/errors.js';
 import { MarketUnavailableError, type MarketData } from '../../platform/market/failover.js';
 import type { MarketSnapshot, ProviderName, TokenIdentity } from '../../platform/market/types.js';
@@ -87,11 +87,11 @@ export class TokenMarketView {
     const key = address.toLowerCase();
     let now = this.clock.now().getTime();
     const entry = this.good.get(key);
-    if (entry && now - entry.snapshot.fetchedAt.getTime() < FRESH_SECONDS * 1000) return this.view(entry, now, 'fresh');
+    if (entry && ageMs(now, entry.snapshot.fetchedAt.getTime()) < FRESH_SECONDS * 1000) return this.view(entry, now, 'fresh');
     const noneAt = this.none.get(key);
-    if (noneAt !== undefined && now - noneAt < FRESH_SECONDS * 1000) throw noTradingPair();
+    if (noneAt !== undefined && ageMs(now, noneAt) < FRESH_SECONDS * 1000) throw noTradingPair();
     const failed = this.failedAt.get(key);
-    if (failed !== undefined && now - failed < RETRY_AFTER_FAILURE_SECONDS * 1000) return this.fallback(key, now);
+    if (failed !== undefined && ageMs(now, failed) < RETRY_AFTER_FAILURE_SECONDS * 1000) return this.fallback(key, now);
 
     const result = await this.refresh(key);
     now = this.clock.now().getTime();
@@ -140,7 +140,7 @@ export class TokenMarketView {
     if (fromProvider.name !== null && fromProvider.symbol !== null && fromProvider.decimals !== null) return fromProvider;
     const now = this.clock.now().getTime();
     let onChain = this.identities.get(key);
-    if (!onChain || now - onChain.at > STALE_IDENTITY_SECONDS * 1000) {
+    if (!onChain || ageMs(now, onChain.at) > STALE_IDENTITY_SECONDS * 1000) {
       const read = this.chain.identity(key).then(
         (identity) => {
           const entry = { ...identity, at: this.clock.now().getTime() };
@@ -172,7 +172,7 @@ export class TokenMarketView {
   private fallback(key: string, now: number, cause?: MarketUnavailableError): MarketView {
     const entry = this.good.get(key);
     if (!entry) throw unavailable(cause);
-    const age = now - entry.snapshot.fetchedAt.getTime();
+    const age = ageMs(now, entry.snapshot.fetchedAt.getTime());
     if (age <= STALE_MARKET_SECONDS * 1000) return this.view(entry, now, 'stale');
     if (age <= STALE_IDENTITY_SECONDS * 1000) return this.view(entry, now, 'limited');
     this.good.delete(key);

@@ -1,5 +1,5 @@
 import type { FastifyBaseLogger } from 'fastify';
-import type { Clock } from '../../platform/clock.js';
+import { ageMs, type Clock } from '../../platform/clock.js';
 import type { MarketData } from '../../platform/market/failover.js';
 import type { TokenChainReader } from './chain-reader.js';
 import { COVERAGE_CACHE_SECONDS, coverageOf, type CoverageResponse } from './coverage.js';
@@ -41,7 +41,7 @@ export class TokenTools {
   async coverage(address: string): Promise<CoverageResponse> {
     const key = address.toLowerCase();
     const cached = this.coverageCache.get(key);
-    if (cached && this.clock.now().getTime() - cached.at <= COVERAGE_CACHE_SECONDS * 1000) return cached.body;
+    if (cached && ageMs(this.clock.now().getTime(), cached.at) <= COVERAGE_CACHE_SECONDS * 1000) return cached.body;
     // In sequence: a token without a market (404) or an outage (502) costs no Base request.
     const view = await this.view.get(key);
     const [facts, pool] = await Promise.all([this.chain.contract(key).catch(() => null), this.chain.pool(key).catch(() => null)]);
