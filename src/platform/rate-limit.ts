@@ -78,7 +78,9 @@ export function createRateLimiter(config: Config, opts: RateLimiterOptions = {})
   }
 
   const limited = (name: LimitName, res: RateLimiterRes) => {
-    const retryAfter = Math.max(1, Math.ceil(res.msBeforeNext / 1000));
+    // Never more than the window: the in-process limiter counts down from a wall-clock time, which
+    // a system clock stepped back would otherwise stretch (its own timer still ends the window).
+    const retryAfter = Math.min(table[name].durationSeconds, Math.max(1, Math.ceil(res.msBeforeNext / 1000)));
     return new AppError('rate_limited', `limit of ${table[name].points} requests per ${table[name].durationSeconds} s per source; retry after ${retryAfter} s`, {
       title: table[name].title,
       retryAfter,

@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { connect, createServer, type AddressInfo } from 'node:net';
 import { Redis } from 'ioredis';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { ADDR, createTestApp, json, type TestApp } from '../helpers/app.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.js';
 import { expectProblem } from '../helpers/problems.js';
@@ -143,6 +143,20 @@ describe('per-source rate limits (in-process)', () => {
     const retryAfter = Number((await evaluate(t, me)).headers['retry-after']);
     expect(retryAfter).toBeGreaterThan(3000);
     expect(retryAfter).toBeLessThanOrEqual(3600);
+  });
+
+  it('Retry-After never exceeds the window, even after the system clock is stepped back', async () => {
+    const me = { remoteAddress: '198.51.100.13' };
+    vi.useFakeTimers({ toFake: ['Date'] });
+    try {
+      await evaluateTimes(t, me, EVALUATE_LIMIT);
+      vi.setSystemTime(Date.now() - 2 * 3600_000);
+      const res = await evaluate(t, me);
+      expect(res.statusCode).toBe(429);
+      expect(Number(res.headers['retry-after'])).toBeLessThanOrEqual(3600);
+    } finally {
+      vi.useRealTimers();
+    }
   });
 });
 
