@@ -3,54 +3,45 @@
 // signed) as EXPIRED. PostgreSQL only: there another instance can hold the lock while time
 // passes (SQLite's one writer blocks the whole process instead).
 import { sql } from 'kysely';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createTwoTestApps, json, type TestApp } from '../helpers/app.js';
+import { describe, expect, it } from 'vitest';
+import { json, useTwoTestApps } from '../helpers/app.js';
 import { testDialect } from '../helpers/db.js';
 import { eventually } from '../helpers/paid.js';
 import { expectProblem } from '../helpers/problems.js';
 import { approve, bearer, createPolicy, decide, readDecision } from '../helpers/policies.js';
 
 describe.skipIf(testDialect !== 'postgres')('an approval that waited for the policy lock', () => {
-  let a: TestApp;
-  let b: TestApp;
-  let pair: Awaited<ReturnType<typeof createTwoTestApps>>;
-  beforeAll(async () => {
-    pair = await createTwoTestApps();
-    ({ a, b } = pair);
-  });
-  afterAll(async () => {
-    await pair?.close();
-  });
+  const pair = useTwoTestApps();
 
   it('past the expiry by the time it holds the lock: 410, and the decision stays EXPIRED', async () => {
-    const p = await createPolicy(a, { dailyBudget: '50', maxPerTransaction: '50', requireHumanAbove: '20', maxRepeats: 10 });
-    const pending = await decide(a, p, { amount: '30' });
+    const p = await createPolicy(pair.a, { dailyBudget: '50', maxPerTransaction: '50', requireHumanAbove: '20', maxRepeats: 10 });
+    const pending = await decide(pair.a, p, { amount: '30' });
     const id = pending.decision.decisionId;
     const expiresAt = Date.parse(pending.decision.approval.expiresAt);
-    a.clock.set(new Date(expiresAt - 1000));
+    pair.a.clock.set(new Date(expiresAt - 1000));
 
     // Another instance holds the policy's lock (as its batch of decisions would).
     let release!: () => void;
     let holder!: (pid: number) => void;
     const holderPid = new Promise<number>((resolve) => (holder = resolve));
-    const held = b.database.db.transaction().execute(async (tx) => {
+    const held = pair.b.database.db.transaction().execute(async (tx) => {
       await sql`select id from policies where id = ${p.policyId} for update`.execute(tx);
       holder((await sql<{ pid: number }>`select pg_backend_pid() as pid`.execute(tx)).rows[0]!.pid);
       await new Promise<void>((resolve) => (release = resolve));
     });
     const pid = await holderPid;
-    const approving = approve(a, id, p.adminKey); // arrives a second before the expiry
+    const approving = approve(pair.a, id, p.adminKey); // arrives a second before the expiry
     await eventually(async () => {
-      const { rows } = await sql<{ n: string }>`select count(*) as n from pg_stat_activity where ${pid} = any(pg_blocking_pids(pid))`.execute(b.database.db);
+      const { rows } = await sql<{ n: string }>`select count(*) as n from pg_stat_activity where ${pid} = any(pg_blocking_pids(pid))`.execute(pair.b.database.db);
       return Number(rows[0]!.n) > 0;
     }, 'the approval waiting for the lock');
 
-    a.clock.set(new Date(expiresAt + 1000));
-    const meanwhile = json(await readDecision(a, id, bearer(p.agentKey)));
+    pair.a.clock.set(new Date(expiresAt + 1000));
+    const meanwhile = json(await readDecision(pair.a, id, bearer(p.agentKey)));
     expect(meanwhile.decision.approval.status).toBe('EXPIRED');
     release();
     await held;
     expectProblem(await approving, 410, 'approval_expired');
-    expect(json(await readDecision(a, id, bearer(p.agentKey))).decision.approval).toEqual(meanwhile.decision.approval);
+    expect(json(await readDecision(pair.a, id, bearer(p.agentKey))).decision.approval).toEqual(meanwhile.decision.approval);
   });
 });

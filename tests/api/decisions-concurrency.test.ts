@@ -1,6 +1,6 @@
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ADDR, createTestApp, createTwoTestApps, json, type TestApp } from '../helpers/app.js';
+import { ADDR, createTestApp, json, useTwoTestApps, type TestApp } from '../helpers/app.js';
 import { testDialect } from '../helpers/db.js';
 
 const rules = {
@@ -99,20 +99,11 @@ describe('no overspend under concurrency', () => {
 });
 
 describe.skipIf(testDialect !== 'postgres')('two service instances sharing one PostgreSQL database', () => {
-  let a: TestApp;
-  let b: TestApp;
-  let pair: Awaited<ReturnType<typeof createTwoTestApps>>;
-  beforeAll(async () => {
-    pair = await createTwoTestApps();
-    ({ a, b } = pair);
-  });
-  afterAll(async () => {
-    await pair?.close();
-  });
+  const pair = useTwoTestApps();
 
   it('split 200 concurrent decisions across both and still approve exactly 50', async () => {
-    const p = await createPolicy(a);
-    const responses = await Promise.all(Array.from({ length: 200 }, (_, i) => decide(i % 2 ? a : b, p, `req-${i}`)));
+    const p = await createPolicy(pair.a);
+    const responses = await Promise.all(Array.from({ length: 200 }, (_, i) => decide(i % 2 ? pair.a : pair.b, p, `req-${i}`)));
     expect(tally(responses)).toEqual({ APPROVE: 50, BLOCK: 150, HUMAN_APPROVAL: 0, other: 0, budgetReasons: 150 });
   });
 });

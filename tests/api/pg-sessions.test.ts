@@ -3,7 +3,7 @@ import { sql } from 'kysely';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openDatabase } from '../../src/platform/db/database.js';
-import { createTestApp, createTwoTestApps, json, type TestApp } from '../helpers/app.js';
+import { createTestApp, json, useTwoTestApps, type TestApp } from '../helpers/app.js';
 import { sharedDatabase, testDialect, type TestDatabase } from '../helpers/db.js';
 import { bearer, createPolicy, decide, decideRaw, putPolicy, rules } from '../helpers/policies.js';
 
@@ -99,23 +99,14 @@ describe.skipIf(testDialect !== 'postgres')('PostgreSQL session limits', () => {
 });
 
 describe.skipIf(testDialect !== 'postgres')('concurrent policy replacements on two instances', () => {
-  let a: TestApp;
-  let b: TestApp;
-  let pair: Awaited<ReturnType<typeof createTwoTestApps>>;
-  beforeAll(async () => {
-    pair = await createTwoTestApps();
-    ({ a, b } = pair);
-  });
-  afterAll(async () => {
-    await pair?.close();
-  });
+  const pair = useTwoTestApps();
 
   it('every PUT answers with the rules it wrote and the revision it made', async () => {
-    const p = await createPolicy(a);
+    const p = await createPolicy(pair.a);
     for (let round = 0; round < 5; round++) {
       const budgets = Array.from({ length: 8 }, (_, i) => String(100 + round * 10 + i));
       const answers = await Promise.all(
-        budgets.map((dailyBudget, i) => putPolicy(i % 2 ? a : b, p.policyId, { policy: rules({ dailyBudget }) }, bearer(p.adminKey))),
+        budgets.map((dailyBudget, i) => putPolicy(i % 2 ? pair.a : pair.b, p.policyId, { policy: rules({ dailyBudget }) }, bearer(p.adminKey))),
       );
       const revisions = answers.map((res, i) => {
         expect(res.statusCode, res.body).toBe(200);

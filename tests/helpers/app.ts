@@ -6,6 +6,7 @@ import { testConfig, type Config } from '../../src/config.js';
 import { ManualClock } from '../../src/platform/clock.js';
 import { createRateLimiter } from '../../src/platform/rate-limit.js';
 import { createTestDatabase, sharedDatabase, type TestDatabase } from './db.js';
+import { suiteFixture } from './suite.js';
 
 /**
  * Tests never reach the internet: everything that would talk to Base, a facilitator or a
@@ -73,6 +74,11 @@ export async function createTwoTestApps(): Promise<{ a: TestApp; b: TestApp; clo
       await a.close();
     },
   };
+}
+
+/** Two instances on one database for the enclosing describe block: made before its tests, closed after. */
+export function useTwoTestApps(): { readonly a: TestApp; readonly b: TestApp } {
+  return suiteFixture(createTwoTestApps);
 }
 
 export const ADDR = {
