@@ -43,7 +43,7 @@ export const decisionRoutes: FastifyPluginAsyncTypebox<AppDeps & { decisions: De
     },
     async (request) => {
       const key = checkKey(request.headers.authorization, { kinds: ['admin', 'agent'], missing: 'bearer_key_required' });
-      const { decision, receipt } = await deps.decisions.read(request.params.decisionId, key, deps.clock.now());
+      const { decision, receipt } = await deps.decisions.read(request.params.decisionId, key, deps.clock);
       return { decision, receipt };
     },
   );

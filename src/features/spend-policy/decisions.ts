@@ -120,6 +120,9 @@ function requestDigest(req: { agentId: string; recipient: string; amount: bigint
  * taken from running totals under a lock on the policy, so concurrent requests can never
  * spend more than the budget.
  */
+/** How long after its expiry an approval judged just before it may still be committing (far beyond a transaction's time). */
+const IN_FLIGHT_APPROVAL_MS = 60_000;
+
 export class DecisionService {
   constructor(
     private readonly database: Database,
@@ -387,12 +390,24 @@ export class DecisionService {
     });
   }
 
-  /** Reads a decision for a key of its policy (admin or agent). */
-  async read(decisionId: string, key: { kind: 'admin' | 'agent'; hash: string }, now: Date): Promise<DecisionOutcome> {
+  /**
+   * Reads a decision for a key of its policy (admin or agent). A pending approval that expired
+   * less than a minute ago is read again under the policy's lock, after any approval in flight:
+   * an approval judged (under that lock) just before the expiry may still be committing, and a
+   * signed EXPIRED must never be followed by ADMIN_APPROVED. Only such reads wait for the lock.
+   */
+  async read(decisionId: string, key: { kind: 'admin' | 'agent'; hash: string }, clock: Clock): Promise<DecisionOutcome> {
+    const now = clock.now();
     const row = await this.database.db.selectFrom('decisions').selectAll().where('id', '=', decisionId).executeTakeFirst();
     if (!row) return this.unknownDecision(this.database.db, key, now);
     await this.authorizeFor(this.database.db, await loadPolicy(this.database, this.database.db, row.policy_id), key, now);
-    return { ...this.stored(row, now), replayed: false };
+    const justExpired = approvalOf(row, now)?.status === 'EXPIRED' && now.getTime() - Date.parse(row.approval_expires_at!) < IN_FLIGHT_APPROVAL_MS;
+    if (!justExpired) return { ...this.stored(row, now), replayed: false };
+    return this.writes.run([row.policy_id], async (tx) => {
+      const settled = await tx.selectFrom('decisions').selectAll().where('id', '=', decisionId).executeTakeFirstOrThrow();
+      const later = clock.now();
+      return { ...this.stored(settled, later > now ? later : now), replayed: false };
+    });
   }
 
   /**
