@@ -37,12 +37,17 @@ describe.skipIf(testDialect !== 'postgres')('an approval that waited for the pol
     };
   }
 
-  it('past the expiry by the time it holds the lock: 410, and the decision reads EXPIRED', async () => {
+  /** A pending HUMAN_APPROVAL, with instance a's clock a second before its expiry. */
+  async function pendingASecondBeforeExpiry() {
     const p = await createPolicy(pair.a, { dailyBudget: '50', maxPerTransaction: '50', requireHumanAbove: '20', maxRepeats: 10 });
     const pending = await decide(pair.a, p, { amount: '30' });
-    const id = pending.decision.decisionId;
     const expiresAt = Date.parse(pending.decision.approval.expiresAt);
     pair.a.clock.set(new Date(expiresAt - 1000));
+    return { p, id: pending.decision.decisionId as string, expiresAt };
+  }
+
+  it('past the expiry by the time it holds the lock: 410, and the decision reads EXPIRED', async () => {
+    const { p, id, expiresAt } = await pendingASecondBeforeExpiry();
 
     // Another instance holds the policy's lock (as its batch of decisions would).
     const held = await holdLock(sql`select id from policies where id = ${p.policyId} for update`);
@@ -59,12 +64,9 @@ describe.skipIf(testDialect !== 'postgres')('an approval that waited for the pol
     expect(meanwhile.decision.approval.status).toBe('EXPIRED');
     expect(json(await readDecision(pair.a, id, bearer(p.agentKey))).decision.approval).toEqual(meanwhile.decision.approval);
   });
+
   it('judged just before the expiry but still committing: a read meanwhile waits and shows ADMIN_APPROVED, never a signed EXPIRED', async () => {
-    const p = await createPolicy(pair.a, { dailyBudget: '50', maxPerTransaction: '50', requireHumanAbove: '20', maxRepeats: 10 });
-    const pending = await decide(pair.a, p, { amount: '30' });
-    const id = pending.decision.decisionId;
-    const expiresAt = Date.parse(pending.decision.approval.expiresAt);
-    pair.a.clock.set(new Date(expiresAt - 1000));
+    const { p, id, expiresAt } = await pendingASecondBeforeExpiry();
 
     // Hold the decision's row, so that the approval, judged under the policy's lock, waits to
     // write it (as a slow commit would) while time passes the expiry.

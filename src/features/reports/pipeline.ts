@@ -301,16 +301,14 @@ export class PaidReports {
     } catch (err) {
       if (!(err instanceof AppError)) throw err;
       await this.storageReachable();
-      const gate = await this.deps.gateway.gate(request);
-      if (gate.kind !== 'respond') throw new AppError('internal_error');
-      throw challengeProblem({ ...gate, reason: err.message }, true, PAID_REPORTS[def.name].price);
+      return this.sendGate(def, await this.deps.gateway.gate(request), true, err.message);
     }
   }
 
-  /** The SDK's challenge as a problem answer (DESIGN.md: every non-2xx), its headers kept. */
-  private sendGate(def: PaidReportDef, gate: GateResult, paid: boolean): never {
+  /** The SDK's challenge as a problem answer (DESIGN.md: every non-2xx), its headers kept; `reason` replaces the SDK's. */
+  private sendGate(def: PaidReportDef, gate: GateResult, paid: boolean, reason?: string): never {
     if (gate.kind !== 'respond') throw new AppError('internal_error');
-    throw challengeProblem(gate, paid, PAID_REPORTS[def.name].price);
+    throw challengeProblem(reason === undefined ? gate : { ...gate, reason }, paid, PAID_REPORTS[def.name].price);
   }
 
   private deliver(reply: FastifyReply, d: Delivery): FastifyReply {

@@ -115,14 +115,14 @@ function requestDigest(req: { agentId: string; recipient: string; amount: bigint
   return digestOf({ agentId: req.agentId, chain: 'base', asset: 'USDC', recipient: req.recipient.toLowerCase(), amount: formatUsdc(req.amount) });
 }
 
+/** How long after its expiry an approval judged just before it may still be committing (far beyond a transaction's time). */
+const IN_FLIGHT_APPROVAL_MS = 60_000;
+
 /**
  * Protected decisions: the rules of the free evaluation, with the budget and repeat counts
  * taken from running totals under a lock on the policy, so concurrent requests can never
  * spend more than the budget.
  */
-/** How long after its expiry an approval judged just before it may still be committing (far beyond a transaction's time). */
-const IN_FLIGHT_APPROVAL_MS = 60_000;
-
 export class DecisionService {
   constructor(
     private readonly database: Database,
