@@ -7,11 +7,14 @@ import { createTestApp, type TestApp } from '../helpers/app.js';
 import { expectProblem } from '../helpers/problems.js';
 import { standInFacilitator } from '../helpers/stand-in-facilitator.js';
 
+const PAY_TO = '0x5555555555555555555555555555555555555555';
 let t: TestApp;
 let facilitator: Awaited<ReturnType<typeof standInFacilitator>>;
+/** A service whose paid reports pay PAY_TO through the stand-in facilitator. */
+const paidApp = () => createTestApp({ config: { facilitatorUrl: facilitator.url, payTo: PAY_TO } });
 beforeAll(async () => {
   facilitator = await standInFacilitator();
-  t = await createTestApp({ config: { facilitatorUrl: facilitator.url, payTo: '0x5555555555555555555555555555555555555555' } });
+  t = await paidApp();
 });
 afterAll(async () => {
   await t?.close();
@@ -21,7 +24,7 @@ afterAll(async () => {
 const b64 = (text: string) => Buffer.from(text, 'utf8').toString('base64');
 const authorization = {
   from: '0x1111111111111111111111111111111111111111',
-  to: '0x5555555555555555555555555555555555555555',
+  to: PAY_TO,
   value: '1000',
   validAfter: '0',
   validBefore: '1900000000',
@@ -72,8 +75,7 @@ it.each([
 });
 
 it('the challenge for a header that is no payment is the plain one, and stays so for unpaid requests', async () => {
-  const config = { facilitatorUrl: facilitator.url, payTo: '0x5555555555555555555555555555555555555555' };
-  const [fresh, plain] = [await createTestApp({ config }), await createTestApp({ config })];
+  const [fresh, plain] = [await paidApp(), await paidApp()];
   try {
     // The first challenge this instance builds is for a request whose header decodes (the SDK
     // would read it as a payment) but is refused here: nothing of it reaches the facilitator,
