@@ -5,6 +5,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createPublicClient, createWalletClient, http, parseAbi, parseSignature, type Hex } from 'viem';
 import { privateKeyToAccount } from 'viem/accounts';
+import { decodePaymentRequiredHeader } from '@x402/core/http';
 import { baseDevnetChain, freePort, USDC_ADDRESS, type Devnet } from '../../src/devnet/index.js';
 import { expectProblem } from '../helpers/problems.js';
 import {
@@ -38,6 +39,9 @@ afterAll(async () => {
 const addressOf = (i: number) => devnet.accounts[i]!.address;
 /** The stored report bought with this PAYMENT-SIGNATURE, if any (keyed by payer:nonce). */
 const rowOf = (signature: string) => paidRowOf(s, signature);
+/** The answer's PAYMENT-REQUIRED is quick-check's x402 challenge. */
+const expectQuickCheckChallenge = (res: Response) =>
+  expect(decodePaymentRequiredHeader(res.headers.get('payment-required') ?? '').accepts[0]).toMatchObject({ scheme: 'exact', amount: String(QUICK_PRICE), payTo: s.payTo });
 const reportsOf = (payer: string) =>
   s.t.database.db.selectFrom('paid_reports').selectAll().where('auth_id', 'like', `${payer.toLowerCase()}:%`).execute();
 
@@ -108,6 +112,9 @@ describe('the facilitator rejects the payment', () => {
     const problem = expectProblem(await asInjected(res), 402, 'payment_invalid');
     expect(problem.detail).toMatch(/nothing was charged/);
     expect(res.headers.get('payment-response')).toBeNull();
+    // Like every 402, it carries the challenge to pay again from.
+    expect(problem.detail).toMatch(/PAYMENT-REQUIRED/);
+    expectQuickCheckChallenge(res);
     await charged(0n);
     const row = await rowOf(signatures.at(-1)!);
     expect(row).toMatchObject({ status: 'failed', settle_tx: null, receipt: null });
@@ -116,6 +123,7 @@ describe('the facilitator rejects the payment', () => {
     const settle0 = devnet.facilitator.calls.settle;
     const replay = await fetch(`${s.url}/api/quick-check`, { headers: { 'payment-signature': signatures.at(-1)! } });
     expectProblem(await asInjected(replay), 402, 'payment_invalid');
+    expectQuickCheckChallenge(replay);
     expect(devnet.facilitator.calls.settle).toBe(settle0);
     // Its order (created with the report) restores nothing either.
     const order = await s.t.database.db.selectFrom('orders').selectAll().where('report_id', '=', row!.id).executeTakeFirstOrThrow();
