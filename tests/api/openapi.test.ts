@@ -119,6 +119,13 @@ describe('GET /openapi.json', () => {
     }
   });
 
+  it('documents 413 and 415 on every operation that reads a body, and on no GET (Fastify reads no body there)', () => {
+    const ops = Object.entries(doc.paths as Record<string, Record<string, any>>).flatMap(([path, o]) => Object.entries(o).map(([m, op]) => [m, `${m} ${path}`, op]));
+    const bodyStatuses = (op: any) => ['413', '415'].filter((status) => status in op.responses);
+    expect(ops.filter(([m, , op]) => m === 'get' && bodyStatuses(op).length > 0).map(([, name]) => name)).toEqual([]);
+    expect(ops.filter(([m, , op]) => m !== 'get' && bodyStatuses(op).length < 2).map(([, name]) => name)).toEqual([]);
+  });
+
   it('marks the approval body optional, as a bare POST approves, and every other body required', () => {
     const bodies = Object.entries(doc.paths as Record<string, Record<string, any>>).flatMap(([path, ops]) =>
       Object.entries(ops).flatMap(([method, op]) => (op?.requestBody ? [[`${method} ${path}`, op.requestBody.required, OPTIONAL_BODY in op]] : [])),

@@ -20,7 +20,9 @@ export interface EvidenceRouteDeps extends AppDeps {
   preflight?: PreflightPort;
 }
 
-const ALL = [400, 401, 403, 404, 410, 413, 415, 429, 503];
+const ALL = [400, 401, 403, 404, 410, 429, 503];
+/** What only a request with a body can be answered (Fastify reads no body on GET). */
+const BODY = [413, 415];
 const tags = ['evidence-chains'];
 const security = [{ agentKey: [] }];
 const agentKey = (authorization: string | undefined) => checkKey(authorization, { kinds: ['agent'], missing: 'agent_bearer_key_required' });
@@ -53,7 +55,7 @@ export const evidenceRoutes: FastifyPluginAsyncTypebox<EvidenceRouteDeps> = asyn
         description:
           'Makes a protected decision under the policy (same rules, same daily budget as /api/spendpolicy/decisions) and stores it with the intent; the chain starts with a PRECHECK_COMPLETED event holding the decision and its signed receipt. 201 when created; the identical intent again answers 200 with replayed true and spends nothing; a changed intent under the same policyId and requestId is 409, as is a requestId already used by a plain decision. Never authorizes or executes a payment and runs no paid check.',
         body: Intent,
-        response: { 200: CreatedChain, 201: CreatedChain, ...problems(...ALL, 409) },
+        response: { 200: CreatedChain, 201: CreatedChain, ...problems(...ALL, ...BODY, 409) },
       },
     },
     async (request, reply) => {
@@ -104,7 +106,7 @@ export const evidenceRoutes: FastifyPluginAsyncTypebox<EvidenceRouteDeps> = asyn
           'Runs the transaction preflight on the unsigned input and appends TRANSACTION_PREFLIGHT_COMPLETED. The input has its own digest; the caller must verify that it represents the intended transaction (intentCheck compares a plain USDC transfer with the intent). Nothing is signed or executed. The same preflight again answers the recorded one (replayed true); a different one is 409. 503 when direct pilot checks are not enabled for the policy, or the chain cannot be read (an RPC that does not say it serves Base, eth_chainId 8453, counts as unreadable).',
         params: ChainParams,
         body: PreflightRequest,
-        response: { 200: PreflightResponse, ...problems(...ALL, 409) },
+        response: { 200: PreflightResponse, ...problems(...ALL, ...BODY, 409) },
       },
     },
     async (request) => {
@@ -124,7 +126,7 @@ export const evidenceRoutes: FastifyPluginAsyncTypebox<EvidenceRouteDeps> = asyn
         description: `Reads the transaction's USDC Transfer logs and appends SETTLEMENT_RECONCILED: MATCH (one transfer pays the recipient exactly the amount, from expectedFrom when given, with at least ${deps.config.minConfirmations} confirmation(s)), MISMATCH (a USDC transfer differs; mismatches names the intent fields), PENDING (not mined or too few confirmations), FAILED (reverted), UNKNOWN (not found, or Base could not be read). The same txHash after a final result (MATCH, MISMATCH, FAILED) answers the stored evidence with replayed true; PENDING and UNKNOWN may be reconciled again, with the same or another txHash. Another txHash after a final result, or a conflicting submission recorded concurrently, is 409: read the chain. One payment settles one intent within a policy: a transfer already reconciled as MATCH by another chain of the same policy gives MISMATCH, naming that chain, unless another transfer of the same transaction pays that chain too (it then moves there, and both MATCH, whichever was reconciled first). Chains of other policies do not count: a transfer is public, so another tenant's chain naming it is that tenant's own record and never blocks this one.`,
         params: ChainParams,
         body: SettlementRequest,
-        response: { 200: SettlementResponse, ...problems(...ALL, 409) },
+        response: { 200: SettlementResponse, ...problems(...ALL, ...BODY, 409) },
       },
     },
     async (request) =>

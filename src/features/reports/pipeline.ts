@@ -109,7 +109,8 @@ export class PaidReports {
             headers: PaymentResponseHeader,
           },
           202: { ...PendingReport, headers: RetryAfterHeader },
-          ...problems(400, 404, 409, 410, 412, 413, 415, 429, 502, 503),
+          // A body is read (and can be too large or of another type) only where there is one.
+          ...problems(400, 404, 409, 410, 412, ...(def.body ? [413, 415] : []), 429, 502, 503),
           402: ChallengeProblem,
           412: { ...problems(412)[412], description: 'Precondition failed: the payment needs an allowance granted first (PAYMENT-REQUIRED says which); nothing charged', headers: PaymentRequiredHeader },
         },
