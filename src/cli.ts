@@ -1,7 +1,7 @@
 import { existsSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { parseConfig } from './config.js';
-import { evidenceVerifyCommand } from './features/evidence/verify-command.js';
+import { evidenceVerifyCommand, receiptVerifyCommand } from './features/evidence/verify-command.js';
 import { purgeExpired } from './features/maintenance.js';
 import { PolicyStore, toPolicy } from './features/spend-policy/policies.js';
 import { openDatabase, sqliteFileOf, type Database } from './platform/db/database.js';
@@ -21,6 +21,10 @@ Audit commands; they need no database.
                                              recompute the intent digest and every event hash of a
                                              chain read from the API and verify its signed receipts;
                                              exit code 1 when anything does not verify
+  receipt verify <answer.json> --jwks <file|url>
+                                             verify the receipt of a saved answer: a decision's
+                                             ({ decision, receipt }) or a paid report's; exit code 1
+                                             when it does not verify
 `;
 
 type Out = { log: (s: string) => void; error: (s: string) => void };
@@ -33,6 +37,7 @@ export async function run(argv: string[], out: Out = { log: console.log, error: 
     return cmd ? 0 : 2;
   }
   if (cmd === 'evidence' && sub === 'verify') return evidenceVerifyCommand(rest, out);
+  if (cmd === 'receipt' && sub === 'verify') return receiptVerifyCommand(rest, out);
   let database: Database | undefined;
   const db = async () => (database ??= await openDatabase(existingDatabase(parseConfig(env).databaseUrl)));
   try {

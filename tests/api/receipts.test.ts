@@ -3,6 +3,7 @@ import { calculateJwkThumbprint, importJWK, type JWK } from 'jose';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { createTestApp, json, type TestApp } from '../helpers/app.js';
 import { approve, bearer, createPolicy, decide, readDecision } from '../helpers/policies.js';
+import { verifyReceiptWithCli } from '../helpers/receipt-cli.js';
 
 /**
  * Receipts are checked here the way an outsider would: only the public JWKS, `jose` to import
@@ -172,6 +173,35 @@ describe('decision receipts', () => {
     const read = json(await readDecision(t, pending.decision.decisionId, bearer(p.adminKey)));
     expect(read.decision.approval.status).toBe('ADMIN_APPROVED');
     await expectVerifies(read.decision, read.receipt, key);
+  });
+
+  it('`paywarden receipt verify` passes the answers of decide, approve and read, and fails any changed one', async () => {
+    const p = await createPolicy(t);
+    const approved = await decide(t, p, { amount: '3' });
+    const pending = await decide(t, p, { amount: '30' });
+    const approval = json(await approve(t, pending.decision.decisionId, p.adminKey));
+    const read = json(await readDecision(t, pending.decision.decisionId, bearer(p.agentKey)));
+    for (const answer of [approved, pending, approval, read]) {
+      const r = await verifyReceiptWithCli(answer, jwks);
+      expect(r.code, r.err).toBe(0);
+      expect(JSON.parse(r.out)).toEqual({ ok: true, kind: 'spend-decision', subjectId: answer.decision.decisionId, problems: [] });
+    }
+    const sig = Buffer.from(approved.receipt.signature, 'base64url');
+    sig[5] = sig[5]! ^ 1;
+    const changed = [
+      { ...approved, decision: { ...approved.decision, amount: '4' } },
+      { ...approval, decision: pending.decision },
+      { ...approved, receipt: { ...approved.receipt, signature: sig.toString('base64url') } },
+      { decision: approved.decision },
+    ];
+    for (const answer of changed) {
+      const r = await verifyReceiptWithCli(answer, jwks);
+      expect(r.code, JSON.stringify(answer)).toBe(1);
+      expect(r.err).toMatch(/receipt does NOT verify/);
+    }
+    // Another service's keys do not verify it either.
+    const stranger = { keys: [{ ...generateKeyPairSync('ed25519').publicKey.export({ format: 'jwk' }), kid: approved.receipt.keyId }] };
+    expect((await verifyReceiptWithCli(approved, stranger)).code).toBe(1);
   });
 
   it('the answer to a read verifies also once a pending request has expired', async () => {

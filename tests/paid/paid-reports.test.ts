@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { decodePaymentRequiredHeader, decodePaymentResponseHeader } from '@x402/core/http';
 import { USDC_ADDRESS } from '../../src/devnet/index.js';
 import { startPaidStack, type PaidStack } from '../helpers/paid.js';
+import { verifyReceiptWithCli } from '../helpers/receipt-cli.js';
 
 let s: PaidStack;
 beforeAll(async () => {
@@ -41,6 +42,14 @@ describe('paid reports over x402 with the official client', () => {
     expect(settlement.success).toBe(true);
     expect(report.receipt.subject).toMatchObject({ path: '/api/quick-check', price: '0.001', settlementTransaction: settlement.transaction, network: 'eip155:8453' });
     expect(await s.balanceOf(s.payTo)).toBe(payee0 + 1000n);
+    // The receipt verifies with the JWKS alone, for the answer as paid and as a recovery gives
+    // it ({ report, receipt }), and binds the report: a changed one fails.
+    const jwks = `${s.url}/.well-known/jwks.json`;
+    const { receipt, ...content } = report;
+    for (const answer of [report, { report: content, receipt }]) expect((await verifyReceiptWithCli(answer, jwks)).code).toBe(0);
+    const changed = await verifyReceiptWithCli({ ...report, status: 'FAIL' }, jwks);
+    expect(changed.code).toBe(1);
+    expect(changed.err).toMatch(/the report does not match the reportDigest its receipt signs/);
 
     const proof = await pay(`${s.url}/api/verify-payment`, {
       method: 'POST',

@@ -1,9 +1,11 @@
 import { readFile } from 'node:fs/promises';
-import { verifyChain, type JwksDocument } from './verify.js';
+import { digestOf } from '../../platform/canonical.js';
+import { isObject, receiptProblem, verifyChain, type JwksDocument } from './verify.js';
 
 type Out = { log: (s: string) => void; error: (s: string) => void };
 
 export const VERIFY_USAGE = 'evidence verify <chain.json> --jwks <file|url>';
+export const RECEIPT_VERIFY_USAGE = 'receipt verify <answer.json> --jwks <file|url>';
 
 /** Reads a JWKS from a file or an http(s) URL (e.g. https://<service>/.well-known/jwks.json). */
 async function loadJwks(source: string): Promise<JwksDocument> {
@@ -20,29 +22,80 @@ async function loadJwks(source: string): Promise<JwksDocument> {
 }
 
 /**
+ * The JSON document and the JWKS a verify command names (`<file> --jwks <file|url>`), or its exit
+ * code: 2 on bad usage, 1 when either cannot be read.
+ */
+async function readArgs(args: string[], usage: string, out: Out): Promise<{ doc: unknown; jwks: JwksDocument } | number> {
+  const at = args.indexOf('--jwks');
+  const jwksSource = at >= 0 ? args[at + 1] : undefined;
+  const files = args.filter((_, i) => at < 0 || (i !== at && i !== at + 1));
+  if (!jwksSource || files.length !== 1 || files[0]!.startsWith('--')) {
+    out.error(`usage: paywarden ${usage}`);
+    return 2;
+  }
+  try {
+    return { doc: JSON.parse(await readFile(files[0]!, 'utf8')), jwks: await loadJwks(jwksSource) };
+  } catch (err) {
+    out.error(`paywarden: ${err instanceof Error ? err.message : String(err)}`);
+    return 1;
+  }
+}
+
+/**
  * `paywarden evidence verify <chain.json> --jwks <file|url>`: prints the verification as JSON;
  * exit code 0 when everything verifies, 1 when anything does not (or cannot be read), 2 on
  * bad usage.
  */
 export async function evidenceVerifyCommand(args: string[], out: Out): Promise<number> {
-  const at = args.indexOf('--jwks');
-  const jwksSource = at >= 0 ? args[at + 1] : undefined;
-  const files = args.filter((_, i) => at < 0 || (i !== at && i !== at + 1));
-  if (!jwksSource || files.length !== 1 || files[0]!.startsWith('--')) {
-    out.error(`usage: paywarden ${VERIFY_USAGE}`);
-    return 2;
-  }
-  let chain: unknown;
-  let jwks: JwksDocument;
-  try {
-    chain = JSON.parse(await readFile(files[0]!, 'utf8'));
-    jwks = await loadJwks(jwksSource);
-  } catch (err) {
-    out.error(`paywarden: ${err instanceof Error ? err.message : String(err)}`);
-    return 1;
-  }
-  const result = verifyChain(chain, jwks);
+  const read = await readArgs(args, VERIFY_USAGE, out);
+  if (typeof read === 'number') return read;
+  const result = verifyChain(read.doc, read.jwks);
   out.log(JSON.stringify(result, null, 2));
   if (!result.ok) out.error(`paywarden: evidence chain does NOT verify (${result.problems.length} problem(s))`);
   return result.ok ? 0 : 1;
+}
+
+/**
+ * Why an answer's receipt does not verify (empty when it does). A protected decision's answer
+ * (`{ decision, receipt }`: decide, read, approve) has its receipt over the decision; a paid
+ * report's (the report's members and `receipt`, or `{ report, receipt }` from a recovery) over
+ * its `subject`, which binds the report by its digest.
+ */
+export function answerReceiptProblems(doc: unknown, jwks: JwksDocument): { kind: string | null; subjectId: string | null; problems: string[] } {
+  if (!isObject(doc) || !isObject(doc.receipt)) return { kind: null, subjectId: null, problems: ['the document has no receipt member'] };
+  const { receipt, ...rest } = doc;
+  const kind = typeof receipt.kind === 'string' ? receipt.kind : null;
+  if (kind === 'spend-decision') {
+    const decision = doc.decision;
+    const subjectId = isObject(decision) && typeof decision.decisionId === 'string' ? decision.decisionId : null;
+    if (subjectId === null) return { kind, subjectId, problems: ['the document has no decision with a decisionId'] };
+    const problem = receiptProblem(receipt, decision, subjectId, jwks, kind);
+    return { kind, subjectId, problems: problem ? [problem] : [] };
+  }
+  if (kind === 'paid-report') {
+    const report = Object.keys(rest).length === 1 && isObject(rest.report) ? rest.report : rest;
+    const subject = receipt.subject;
+    if (!isObject(subject) || typeof subject.reportId !== 'string') return { kind, subjectId: null, problems: ['the receipt has no subject with a reportId'] };
+    const subjectId = subject.reportId;
+    const problems: string[] = [];
+    const problem = receiptProblem(receipt, subject, subjectId, jwks, kind);
+    if (problem) problems.push(problem);
+    if (subject.reportDigest !== digestOf(report)) problems.push('the report does not match the reportDigest its receipt signs');
+    return { kind, subjectId, problems };
+  }
+  return { kind, subjectId: null, problems: [`receipt kind ${String(receipt.kind)} is not a decision's or a paid report's`] };
+}
+
+/**
+ * `paywarden receipt verify <answer.json> --jwks <file|url>`: checks the receipt of a saved
+ * decision or paid-report answer; prints the result as JSON; exit codes as evidence verify.
+ */
+export async function receiptVerifyCommand(args: string[], out: Out): Promise<number> {
+  const read = await readArgs(args, RECEIPT_VERIFY_USAGE, out);
+  if (typeof read === 'number') return read;
+  const result = answerReceiptProblems(read.doc, read.jwks);
+  const ok = result.problems.length === 0;
+  out.log(JSON.stringify({ ok, ...result }, null, 2));
+  if (!ok) out.error(`paywarden: receipt does NOT verify (${result.problems.join('; ')})`);
+  return ok ? 0 : 1;
 }
