@@ -121,7 +121,7 @@ describe('GET /api/services', () => {
     expect(layer.executionAuthorized).toBe(false);
     // createRead tells the truth about this build
     const served = t.app.hasRoute({ method: 'POST', url: '/api/evidence-chains' });
-    expect(layer.createRead).toBe(served ? 'available' : 'not yet available');
+    expect(layer.createRead).toBe(served ? 'available' : 'not enabled on this deployment');
   });
 
   it('links to the OpenAPI document, terms and privacy policy, and each link resolves', async () => {

@@ -84,7 +84,7 @@ export const catalogueRoutes: FastifyPluginAsyncTypebox<AppDeps> = async (app, d
         release: `${API_VERSION} (release candidate)`,
         endpoint: '/api/evidence-chains',
         auth: 'agent bearer key',
-        createRead: evidence ? 'available' : 'not yet available',
+        createRead: evidence ? 'available' : 'not enabled on this deployment',
         directChecks: 'restricted pilot: preflight and settlement need explicit per-policy activation',
         automaticPayment: false,
         executionAuthorized: false,
