@@ -81,6 +81,16 @@ describe('reconcileSettlement', () => {
     // A field mismatch too: both are listed, the transfer's own first.
     const both = reconcile({ ...mined([transfer(ALICE, BOB, 1n)]), minedAt: minedAt(-86_400_000) });
     expect(both.mismatches.map((m) => m.field)).toEqual(['amount', 'minedAt']);
+    // ...and the reason stays the transfer's own: the payment differs whenever it was mined.
+    expect(both.reason).toBe('no USDC transfer in the transaction matches the expected payment');
+  });
+
+  it('the clock margin is the documented 10 minutes (README), not more', () => {
+    const paying = [transfer(ALICE, BOB, 1_500_000n)];
+    expect(reconcile({ ...mined(paying), minedAt: minedAt(-10 * 60_000) }).result).toBe('MATCH');
+    for (const minutes of [11, 30, 59]) {
+      expect(reconcile({ ...mined(paying), minedAt: minedAt(-minutes * 60_000) }).result, `${minutes} min`).toBe('MISMATCH');
+    }
   });
 
   it('a transaction mined after the chain, or within the clock margin before it, can MATCH', () => {
@@ -131,6 +141,9 @@ describe('settlement plans', () => {
 
   it('after reading: a non-final result seen before may be replaced, by the same or another hash', () => {
     expect(planAfterReading(recorded('ev_1', H1, 'UNKNOWN'), 'ev_1', observed(H2, 'MATCH'))).toEqual({ action: 'append' });
+    // Another hash reading exactly like the recorded one is still new evidence, never the old hash's replay.
+    expect(planAfterReading(recorded('ev_1', H1, 'UNKNOWN'), 'ev_1', observed(H2, 'UNKNOWN'))).toEqual({ action: 'append' });
+    expect(planAfterReading(recorded('ev_1', H1, 'PENDING', 1), 'ev_1', observed(H2, 'PENDING', 1))).toEqual({ action: 'append' });
     expect(planAfterReading(recorded('ev_1', H1, 'PENDING', 1), 'ev_1', observed(H1, 'PENDING', 2))).toEqual({ action: 'append' });
     expect(planAfterReading(recorded('ev_1', H1, 'PENDING', 1), 'ev_1', observed(H1, 'MATCH', 3))).toEqual({ action: 'append' });
   });
@@ -139,5 +152,17 @@ describe('settlement plans', () => {
     expect(planAfterReading(recorded('ev_1', H1, 'UNKNOWN'), 'ev_1', observed(H1, 'UNKNOWN'))).toMatchObject({ action: 'replay' });
     expect(planAfterReading(recorded('ev_1', H1, 'MATCH'), undefined, observed(H1, 'MATCH'))).toMatchObject({ action: 'replay' });
     expect(planAfterReading(recorded('ev_2', H1, 'UNKNOWN'), undefined, observed(H1, 'UNKNOWN'))).toMatchObject({ action: 'replay' });
+  });
+
+  it('after reading: the same hash with a changed reason (unreadable, then not found) is a new reading', () => {
+    const unreadable: RecordedSettlement = { evidenceId: 'ev_1', body: { txHash: H1, result: 'UNKNOWN', reason: UNREADABLE_REASON, mismatches: [], confirmations: 0 } };
+    const notFound = { ...observed(H1, 'UNKNOWN', 0), reason: 'transaction not found on Base' } as SettlementObservation;
+    expect(planAfterReading(unreadable, 'ev_1', notFound)).toEqual({ action: 'append' });
+  });
+
+  it('before reading: a final result is replayed for its hash in any letter case', () => {
+    const lower = HASH.toLowerCase();
+    const upper = `0x${lower.slice(2).toUpperCase()}`;
+    expect(planBeforeReading(recorded('ev_1', lower, 'MATCH'), upper)).toMatchObject({ action: 'replay' });
   });
 });

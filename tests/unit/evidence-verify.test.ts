@@ -97,6 +97,29 @@ describe('verifyChain', () => {
     const other = clone(build());
     other.events[0]!.body.decision = { ...(other.events[0]!.body.decision as object), recipient: `0x${'1'.repeat(40)}` };
     expect(verifyChain(other, jwks).problems.join()).toMatch(/decision's recipient is not the intent's/);
+    for (const [field, value] of [['policyId', `sgp_${'b'.repeat(32)}`], ['requestId', 'r-2'], ['agentId', 'other-agent'], ['amount', '25']] as const) {
+      const d = clone(build());
+      d.events[0]!.body.decision = { ...(d.events[0]!.body.decision as object), [field]: value };
+      expect(verifyChain(d, jwks).problems.join(), field).toContain(`decision's ${field} is not the intent's`);
+    }
+    const authorized = clone(build());
+    authorized.events[0]!.body.decision = { ...(authorized.events[0]!.body.decision as object), executionAuthorized: true };
+    expect(verifyChain(authorized, jwks).problems.join()).toMatch(/does not say executionAuthorized false/);
+  });
+
+  it('rejects top-level fields (outside every hash) that contradict the intent or the first event', () => {
+    const edits: Array<[string, string, RegExp]> = [
+      ['policyId', `sgp_${'b'.repeat(32)}`, /policyId differs from the intent/],
+      ['requestId', 'r-2', /requestId differs from the intent/],
+      ['createdAt', '2026-01-15T13:00:00.000Z', /createdAt differs from the time of the first event/],
+    ];
+    for (const [field, value, problem] of edits) {
+      const doc = clone(build()) as Record<string, unknown>;
+      doc[field] = value;
+      const v = verifyChain(doc, jwks);
+      expect(v.ok, field).toBe(false);
+      expect(v.problems.join(), field).toMatch(problem);
+    }
   });
 
   it('rejects a document that is not a chain', () => {
@@ -107,6 +130,8 @@ describe('verifyChain', () => {
     const subject = { a: 1 };
     const receipt = signer.sign('k', 's', subject, NOW);
     expect(receiptProblem(receipt, subject, 's', jwks)).toBeNull();
+    expect(receiptProblem(receipt, subject, 's', jwks, 'k')).toBeNull();
+    expect(receiptProblem(receipt, subject, 's', jwks, 'evidence-head')).toMatch(/kind k, expected evidence-head/);
     expect(receiptProblem(receipt, subject, 't', jwks)).toMatch(/subject/);
     expect(receiptProblem({ ...receipt, alg: 'RS256' }, subject, 's', jwks)).toMatch(/alg/);
     expect(receiptProblem({ ...receipt, signature: receipt.signature.replace(/^./, (c) => (c === 'A' ? 'B' : 'A')) }, subject, 's', jwks)).toMatch(/signature/);
@@ -215,6 +240,18 @@ describe('verifyChain', () => {
       ['expectedFrom changed, relinked', (d) => relink(Object.assign(d, { intent: { ...d.intent, expectedFrom: `0x${'3'.repeat(40)}` } })), /event 1 .*link: receipt digest/],
       ['expectedFrom removed, relinked', (d) => relink(Object.assign(d, { intent: { ...d.intent, expectedFrom: undefined } })), /event 1 .*link: receipt digest/],
       ['the head removed', (d) => delete (d as { head?: unknown }).head, /no signed head/],
+      [
+        'the last event replaced by an unsigned copy of an earlier one, relinked under the same head',
+        (d) => {
+          const head = d.head;
+          const copy: ChainEvent = { ...clone(d.events[2]!), evidenceId: `ev_${'9'.repeat(32)}` };
+          delete copy.linkReceipt;
+          d.events[3] = copy;
+          relink(d);
+          d.head = head;
+        },
+        /head: headHash is not the last event's hash/,
+      ],
       ['the head of another read of a longer chain', (d) => (d.head = headOf([...d.events, d.events[3]!])), /head: the chain had 5/],
     ];
     for (const [name, attack, problem] of attacks) {
@@ -252,6 +289,13 @@ describe('verifyChain', () => {
       expect(v.problems).toEqual([expect.stringMatching(/event 3: evidenceId ev_2 is also event 2's/), expect.stringMatching(/event 3: createdAt .* is before the previous event's/)]);
       // PENDING and UNKNOWN are not final: more settlements may follow, and a preflight may come late.
       expect(verifyChain(clone(signedChain([PRECHECK, settlement('PENDING'), settlement('UNKNOWN'), settlement('MATCH'), PREFLIGHT])), jwks).ok).toBe(true);
+    });
+
+    it('fails when a signed preflight\'s inputDigest is not the digest of its recorded input', () => {
+      const mismatched = bodyOf('TRANSACTION_PREFLIGHT_COMPLETED', { input, inputDigest: digestOf({ ...input, to: intent.recipient }) });
+      const v = verifyChain(clone(signedChain([PRECHECK, ['TRANSACTION_PREFLIGHT_COMPLETED', mismatched]])), jwks);
+      expect(v.ok).toBe(false);
+      expect(v.problems).toEqual([expect.stringMatching(/^event 2: inputDigest is not the digest of the recorded input/)]);
     });
 
     it('a chain stored before links were signed verifies under its signed head, with a warning that its links are unsigned', () => {

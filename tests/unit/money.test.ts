@@ -45,6 +45,10 @@ describe('parseUsdc', () => {
     expect(() => parseUsdc('9999999999999.5')).toThrow(RangeError);
     // 13 digits only because of a leading zero are still 13 digits
     expect(() => parseUsdc('0100000000000')).toThrow(RangeError);
+    // The pattern the request schemas validate with draws the same line.
+    expect(isAmount('100000000000')).toBe(true);
+    expect(isAmount('1000000000000')).toBe(false);
+    expect(isAmount('1000000000000.5')).toBe(false);
   });
 
   it('MAX_MICRO_USDC is the largest parseable amount', () => {
@@ -84,6 +88,11 @@ describe('parseUsdc', () => {
     ['mathematical bold digit', '\u{1d7cf}'],
     ['superscript digit', '\u00b9'],
     ['ASCII digits with a full-width fraction', '1.\uff15'],
+    // The code points right next to '0' and '9': a digit test off by one would read ':' as ten.
+    ['colon after the integer digits', '1:'],
+    ['colon in the fraction', '1.5:'],
+    ['slash after the integer digits', '1/'],
+    ['slash in the fraction', '1.5/'],
   ])('rejects %s (%j)', (_name, text) => {
     expect(isAmount(text)).toBe(false);
     expect(() => parseUsdc(text)).toThrow(RangeError);

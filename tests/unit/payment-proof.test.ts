@@ -126,6 +126,9 @@ describe('judgePayment', () => {
     const logs = [transferLog(PAYER, PAYEE, 2n, 0), transferLog(OTHER, PAYEE, 1_500_000n, 1)];
     const b = judgePayment(expectPay({ expectedFrom: PAYER }), mined(logs), 1);
     expect(b.mismatches).toEqual([{ field: 'from', expected: PAYER, observed: OTHER }]);
+    // Equally close transfers: the earliest log is the one reported.
+    const tie = judgePayment(expectPay(), mined([transferLog(PAYER, PAYEE, 1n, 0), transferLog(PAYER, PAYEE, 2n, 1)]), 1);
+    expect(tie.mismatches).toEqual([{ field: 'amount', expected: '1.5', observed: '0.000001' }]);
   });
 
   it('MISMATCH with an explicit reason and no field list when the transaction moved no USDC', () => {

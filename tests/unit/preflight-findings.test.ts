@@ -82,6 +82,8 @@ describe('destination', () => {
     expect(run({ to: EOA, data: enc('approve', [EOA, maxUint256]) })).toEqual(['warn:calldata_to_eoa']);
     // Unknown kind (context unread): no guess.
     expect(run({ to: EOA, accounts: new Map(), data: enc('transfer', [CONTRACT, 1n]) })).toEqual([]);
+    // ...either way: an unread destination is not taken for an EOA, so what its calldata grants still counts.
+    expect(run({ data: enc('approve', [CONTRACT, maxUint256]), accounts: new Map() })).toEqual(['warn:approval_unlimited']);
   });
 
   it('delegated_destination for an EIP-7702 account, with its delegate; no calldata_to_eoa for it', () => {
@@ -131,6 +133,11 @@ describe('approvals', () => {
     expect(run({ to: TOKEN, data: enc('approve', [CONTRACT, 5n]), tokens: noSupply })).toEqual([]);
   });
 
+  it('approval_unlimited also for a token whose metadata could not be read', () => {
+    // CONTRACT has code but no entry in TOKENS: its standard is unknown, so not taken for an ERC-721.
+    expect(run({ to: CONTRACT, data: enc('approve', [TOKEN, maxUint256]) })).toEqual(['warn:approval_unlimited']);
+  });
+
   it('approval_to_eoa for an EOA or delegated EOA spender, with unlimited reported beside it', () => {
     expect(run({ data: enc('approve', [EOA, maxUint256]) })).toEqual(['warn:approval_unlimited', 'warn:approval_to_eoa']);
     const f = findingsOf(evidence({ data: enc('approve', [DELEGATED, 5n]) }), NOW);
@@ -147,6 +154,8 @@ describe('approvals', () => {
     const zero = `0x${'00'.repeat(32)}` as Hex;
     expect(run({ data: enc('permit', [SENDER, EOA, maxUint256, past, 27, zero, zero]) })).toEqual(['warn:approval_unlimited', 'warn:permit_expired', 'warn:approval_to_eoa']);
     expect(run({ data: enc('permit', [SENDER, CONTRACT, 5n, past + 10n, 27, zero, zero]) })).toEqual([]);
+    // EIP-2612 accepts block.timestamp <= deadline: a deadline of exactly now has not passed.
+    expect(run({ data: enc('permit', [SENDER, CONTRACT, 5n, past + 1n, 27, zero, zero]) })).toEqual([]);
   });
 
   it('setApprovalForAll: approval_for_all (info), approval_to_eoa for an EOA operator, nothing when revoking', () => {

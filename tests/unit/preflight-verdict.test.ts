@@ -5,7 +5,7 @@ import { DEAD_ADDRESS, NATIVE_TOKEN, USDC } from '../../src/features/preflight/k
 import type { DecodedRevert } from '../../src/features/preflight/revert.js';
 import type { DelegateCall } from '../../src/features/preflight/trace.js';
 import { verdictOf } from '../../src/features/preflight/verdict.js';
-import { CONTRACT, EOA, NOW, SENDER, TOKEN, codes, enc, evidence, move, reverted, run } from '../helpers/preflight-evidence.js';
+import { CONTRACT, EOA, NFT, NOW, SENDER, TOKEN, codes, enc, evidence, move, reverted, run } from '../helpers/preflight-evidence.js';
 
 describe('call trace', () => {
   const dc = (d: Partial<DelegateCall>): DelegateCall => ({ context: CONTRACT, target: TOKEN, selector: '0x12345678', forwarding: false, selfCall: false, inSenderContext: false, reverted: false, ...d });
@@ -46,6 +46,12 @@ describe('USDC leaving the sender', () => {
     expect(run({ movements: [move(USDC, SENDER, EOA, 1_000_000n)] })).toEqual([]);
     expect(run({ ...viaContract, movements: [move(TOKEN, SENDER, EOA, 5n)] })).toEqual([]);
   });
+
+  it('the sender paying itself is neither an outflow nor something coming back', () => {
+    expect(run({ ...viaContract, movements: [move(USDC, SENDER, SENDER, 5n)] })).toEqual([]);
+    const f = findingsOf(evidence({ ...viaContract, movements: [move(USDC, SENDER, CONTRACT, 5n), move(USDC, SENDER, SENDER, 1n)] }), NOW);
+    expect(f).toEqual([expect.objectContaining({ code: 'usdc_outflow_without_return', evidence: { amountMicro: '5', recipients: [CONTRACT] } })]);
+  });
 });
 
 describe('address poisoning', () => {
@@ -57,6 +63,7 @@ describe('address poisoning', () => {
     expect(looksAlike(PAYEE.toLowerCase(), PAYEE)).toBe(false);
     expect(looksAlike('0xabce555555555555555555555555555555551234', PAYEE)).toBe(false);
     expect(looksAlike('0xabcd555555555555555555555555555555551235', PAYEE)).toBe(false);
+    expect(looksAlike('0xabcd555555555555555555555555555555550234', PAYEE)).toBe(false);
   });
 
   it('recipient_address_poisoning (block) for a look-alike of a recent payee', () => {
@@ -78,6 +85,9 @@ describe('address poisoning', () => {
     const e = evidence({ to: EOA, value: 1n, data: '0x', movements: [move(USDC, SENDER, CONTRACT, 1n), move(USDC, CONTRACT, TOKEN, 1n)] });
     expect(recipientsOf(e)).toEqual([EOA, CONTRACT]);
     expect(recipientsOf(evidence({ data: enc('approve', [CONTRACT, 1n]) }))).toEqual([CONTRACT]);
+    // ETH sent along with a contract call goes to the destination too.
+    expect(recipientsOf(evidence({ to: CONTRACT, value: 1n, data: '0x12345678' }))).toEqual([CONTRACT]);
+    expect(recipientsOf(evidence({ to: CONTRACT, value: 0n, data: '0x12345678' }))).toEqual([]);
   });
 });
 
@@ -111,6 +121,8 @@ describe('verdict', () => {
     const other = '0x8888888888888888888888888888888888888888' as Address;
     expect(verdictOf([], evidence({ movements: [move(other, SENDER, EOA, 1n)] })).confidence).toBe('medium');
     expect(verdictOf([], evidence({ movements: [move(NATIVE_TOKEN, SENDER, EOA, 1n, 'native'), move(TOKEN, EOA, SENDER, 1n)] })).confidence).toBe('high');
+    // An NFT has no decimals to read: moving one is no gap.
+    expect(verdictOf([], evidence({ movements: [move(NFT, SENDER, EOA, 1n, 'erc721')] })).confidence).toBe('high');
   });
 });
 

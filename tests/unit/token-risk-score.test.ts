@@ -159,6 +159,8 @@ describe('privileged functions', () => {
     const mint = { privileges: { scanned: true, selectors: selectorsOf('mint') } };
     const cases: Array<Parameters<typeof evidenceWith>[0]> = [
       { ...mint, upgradeability: { eip1967: { implementation: IMPL, admin: ADMIN, beacon: null }, logic: { address: IMPL, source: 'eip1967', codeSize: 900 } } },
+      { ...mint, upgradeability: { zeppelinos: { implementation: IMPL, admin: ADMIN }, logic: { address: IMPL, source: 'zeppelinos', codeSize: 900 } } },
+      { ...mint, upgradeability: { eip1967: { implementation: null, admin: null, beacon: ADMIN }, beaconImplementation: IMPL, logic: { address: IMPL, source: 'eip1967-beacon', codeSize: 900 } } },
       { ...mint, ownership: { accessControl: { present: true, enumerable: true, adminCount: 1, admins: [ADMIN] } } },
       { ...mint, ownership: { accessControl: { present: false, enumerable: true, adminCount: 2, admins: [ADMIN, OWNER] } } },
       { ...mint, ownership: { owner: null, ownerFunction: null } },
@@ -246,6 +248,12 @@ describe('measured taxes', () => {
     expect(a.verdict.decision).toBe('INCOMPLETE');
   });
 
+  it('a transfer that could not be simulated leaves the simulation partial (INCOMPLETE), even with buy and sell measured', () => {
+    const a = score(evidenceWith({ simulation: { transfer: { ...sim().transfer, step: { status: 'skipped' }, received: 0n } } }));
+    expect(a.risk.coverage.transferSimulation.status).toBe('partial');
+    expect(a.verdict).toMatchObject({ decision: 'INCOMPLETE', reasons: ['transferSimulation_partial'] });
+  });
+
   it('a sell that reverts is titled a honeypot and carries the revert reason', () => {
     const a = score(evidenceWith({ simulation: { sell: { ...sim().sell, step: { status: 'reverted', reason: 'TransferHelper: TRANSFER_FROM_FAILED' } } } }));
     expect(findingOf(a, 'sell_reverts')).toMatchObject({ title: expect.stringMatching(/^Honeypot/), evidence: { reason: 'TransferHelper: TRANSFER_FROM_FAILED' } });
@@ -276,8 +284,18 @@ describe('upgradeability, contract and ownership findings', () => {
     const clone = score(evidenceWith({ contract: { cloneOf: IMPL }, upgradeability: { logic: { address: IMPL, source: 'eip1167', codeSize: 900 } } }));
     expect(findingOf(clone, 'minimal_proxy_clone')).toMatchObject({ severity: 'info', evidence: { implementation: IMPL } });
     expect(clone.verdict.decision).toBe('ALLOW');
+    // A clone's code is fixed: UUPS upgrade functions in its implementation cannot replace it.
+    const uupsClone = score(evidenceWith({ contract: { cloneOf: IMPL }, upgradeability: { logic: { address: IMPL, source: 'eip1167', codeSize: 900 }, upgradeSelectors: ['0x4f1ef286'] } }));
+    expect(findingOf(uupsClone, 'upgrade_function')).toBeUndefined();
+    expect(uupsClone.verdict.decision).toBe('ALLOW');
     const uups = score(evidenceWith({ upgradeability: { upgradeSelectors: ['0x4f1ef286'] } }));
     expect(findingOf(uups, 'upgrade_function')).toMatchObject({ severity: 'medium', evidence: { selectors: ['0x4f1ef286'] } });
+  });
+
+  it('a beacon that names no implementation is partial for that reason, not an implementation without code', () => {
+    const a = score(evidenceWith({ upgradeability: { eip1967: { implementation: null, admin: null, beacon: IMPL }, beaconImplementation: null, logic: { address: IMPL, source: 'eip1967-beacon', codeSize: 0 } }, privileges: { scanned: false, selectors: [] } }));
+    expect(a.risk.coverage.upgradeability).toEqual({ status: 'partial', reason: 'the beacon did not name an implementation' });
+    expect(findingOf(a, 'implementation_without_code')).toBeUndefined();
   });
 
   it('implementation without code and unknown delegation are reported with the partial coverage', () => {
@@ -301,6 +319,9 @@ describe('upgradeability, contract and ownership findings', () => {
     const held = score(evidenceWith({ ownership: { accessControl: { present: true, enumerable: true, adminCount: 2, admins: [ADMIN, OWNER] } } }));
     expect(findingOf(held, 'admin_role_holders')).toMatchObject({ severity: 'low', evidence: { count: 2, admins: [ADMIN, OWNER] } });
     expect(held.verdict.decision).toBe('ALLOW');
+    // Holders found by enumeration count even when the AccessControl interface check said no.
+    const found = score(evidenceWith({ ownership: { accessControl: { present: false, enumerable: true, adminCount: 1, admins: [ADMIN] } } }));
+    expect(findingOf(found, 'admin_role_holders')).toMatchObject({ severity: 'low', evidence: { count: 1, admins: [ADMIN] } });
     expect(findingOf(score(evidenceWith({ ownership: { accessControl: { present: true, enumerable: true, adminCount: 0, admins: [] } } })), 'admin_role_empty')).toBeDefined();
     expect(findingOf(score(evidenceWith({ ownership: { accessControl: { present: true, enumerable: false, adminCount: null, admins: [] } } })), 'admin_roles_not_enumerable')!.severity).toBe('medium');
   });
@@ -334,10 +355,16 @@ describe('liquidity and holders', () => {
 
   it('a provider without a liquidity figure is partial; an authoritative "no market" is no_market (high)', () => {
     expect(score(evidenceWith(ok(null))).risk.coverage.liquidity.status).toBe('partial');
-    expect(score(evidenceWith(ok(null))).verdict.decision).toBe('ALLOW');
+    expect(score(evidenceWith(ok(null))).verdict).toMatchObject({ decision: 'ALLOW', confidence: 'medium' });
     const none = score(evidenceWith({ liquidity: { status: 'none' } }));
     expect(findingOf(none, 'no_market')!.severity).toBe('high');
     expect(none.verdict).toMatchObject({ decision: 'WARN', confidence: 'high' });
+  });
+
+  it('an owner share just under a threshold is not rounded up to it', () => {
+    const supply = 1_000_000n * E18;
+    const a = score(evidenceWith({ ownership: liveOwner, holders: { owner: (supply * 49_996n) / 100_000n } }));
+    expect(findingOf(a, 'owner_supply_share')).toMatchObject({ severity: 'medium', evidence: { sharePercent: '49.99' } });
   });
 
   it.each([
@@ -415,6 +442,11 @@ describe('scores', () => {
     expect(a.risk.breakdown.ownership.score).toBe(10);
     expect(a.risk.breakdown.contract.score).toBe(0);
     expect(a.risk.breakdown.liquidity.score).toBeNull();
+    // Partial coverage still scores what was found (holders are always partial).
+    expect(a.risk.coverage.holders.status).toBe('partial');
+    expect(a.risk.breakdown.holders.score).toBe(0);
+    const share = score(evidenceWith({ ownership: liveOwner, holders: { owner: 600_000n * 10n ** 18n } }));
+    expect(share.risk.breakdown.holders.score).toBe(50);
     expect(Object.keys(a.risk.coverage)).toEqual([...CATEGORIES]);
     expect(Object.keys(a.risk.breakdown)).toEqual([...CATEGORIES]);
   });
