@@ -1,25 +1,25 @@
 // Coinbase's hosted facilitator authenticates every call with a JWT signed by the CDP API key.
-// A local stand-in facilitator records what the service sends.
+// A proxy in front of the devnet's facilitator records what the service sends on each call of a
+// real payment: /supported, /verify and /settle.
 import { generateKeyPairSync } from 'node:crypto';
-import Fastify, { type FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseConfig } from '../../src/config.js';
-import { createTestApp } from '../helpers/app.js';
+import { startHttpProxy, startPaidStack, type PaidStack, type ProxiedRequest } from '../helpers/paid.js';
 
-let facilitator: FastifyInstance;
-let url: string;
-const seen: Array<string | undefined> = [];
+let base: PaidStack;
+let proxy: Awaited<ReturnType<typeof startHttpProxy>>;
+const seen: ProxiedRequest[] = [];
 
 beforeAll(async () => {
-  facilitator = Fastify();
-  facilitator.get('/supported', async (request) => {
-    seen.push(request.headers.authorization);
-    return { kinds: [{ x402Version: 2, scheme: 'exact', network: 'eip155:8453' }], extensions: [], signers: {} };
+  base = await startPaidStack();
+  proxy = await startHttpProxy(base.devnet.facilitatorUrl, async (req, forward) => {
+    seen.push(req);
+    return forward();
   });
-  url = await facilitator.listen({ host: '127.0.0.1', port: 0 });
 });
 afterAll(async () => {
-  await facilitator.close();
+  await proxy?.close();
+  await base?.close();
 });
 
 /** A CDP-style Ed25519 secret: base64 of the 32-byte seed followed by the 32-byte public key. */
@@ -30,28 +30,38 @@ function cdpSecret(): string {
   return Buffer.concat([seed, pub]).toString('base64');
 }
 
-async function challengeWith(config: Record<string, unknown>) {
-  const t = await createTestApp({ config: { facilitatorUrl: url, payTo: '0x9965507D1a55bcC2695C58ba16FB37d819B0A4dc', ...config } });
+/** Pays for one quick check through the proxy; the facilitator calls made, by path. */
+async function payThroughProxy(config: Record<string, unknown>): Promise<Map<string, Array<string | undefined>>> {
+  seen.length = 0;
+  const s = await startPaidStack({ devnet: base.devnet, database: base.t.database, config: { facilitatorUrl: proxy.url, ...config } });
   try {
-    const res = await t.app.inject({ method: 'GET', url: '/api/quick-check' });
-    expect(res.statusCode).toBe(402);
+    const res = await s.payingFetch(1)(`${s.url}/api/quick-check`);
+    expect(res.status, await res.clone().text()).toBe(200);
   } finally {
-    await t.close();
+    await s.close();
   }
-  return seen.at(-1);
+  const byPath = new Map<string, Array<string | undefined>>();
+  for (const req of seen) byPath.set(req.url, [...(byPath.get(req.url) ?? []), req.authorization]);
+  expect([...byPath.keys()].sort()).toEqual(['/settle', '/supported', '/verify']);
+  return byPath;
 }
 
 describe('facilitator authentication with a CDP API key', () => {
-  it('signs every facilitator call with a JWT naming the key when CDP keys are configured', async () => {
+  it('signs every facilitator call (supported, verify, settle) with a JWT naming the key when CDP keys are configured', async () => {
     const keyId = 'organizations/test/apiKeys/paywarden';
-    const auth = await challengeWith({ cdpApiKeyId: keyId, cdpApiKeySecret: cdpSecret() });
-    expect(auth).toMatch(/^Bearer [\w-]+\.[\w-]+\.[\w-]+$/);
-    const header = JSON.parse(Buffer.from(auth!.split(' ')[1]!.split('.')[0]!, 'base64url').toString());
-    expect(header).toMatchObject({ alg: 'EdDSA', kid: keyId });
+    for (const [path, auths] of await payThroughProxy({ cdpApiKeyId: keyId, cdpApiKeySecret: cdpSecret() })) {
+      for (const auth of auths) {
+        expect(auth, path).toMatch(/^Bearer [\w-]+\.[\w-]+\.[\w-]+$/);
+        const [header, payload] = auth!.split(' ')[1]!.split('.').slice(0, 2).map((part) => JSON.parse(Buffer.from(part, 'base64url').toString()));
+        expect(header, path).toMatchObject({ alg: 'EdDSA', kid: keyId });
+        // Each JWT is for the call it goes with (CDP checks the method and path it names).
+        expect(JSON.stringify(payload), path).toContain(path);
+      }
+    }
   });
 
   it('sends no Authorization header without CDP keys', async () => {
-    expect(await challengeWith({})).toBeUndefined();
+    for (const [path, auths] of await payThroughProxy({})) expect(auths.every((a) => a === undefined), path).toBe(true);
   });
 
   it('refuses to start with only one of the two CDP variables', () => {

@@ -203,6 +203,8 @@ export interface ProxiedRequest {
   method: string;
   url: string;
   body: string;
+  /** The Authorization header the service sent, if any (not forwarded) */
+  authorization?: string;
 }
 export interface ProxiedResponse {
   status: number;
@@ -223,7 +225,12 @@ export async function startHttpProxy(target: string, initial?: ProxyRule): Promi
     const chunks: Buffer[] = [];
     req.on('data', (c: Buffer) => chunks.push(c));
     req.on('end', () => {
-      const request: ProxiedRequest = { method: req.method ?? 'GET', url: req.url ?? '/', body: Buffer.concat(chunks).toString('utf8') };
+      const request: ProxiedRequest = {
+        method: req.method ?? 'GET',
+        url: req.url ?? '/',
+        body: Buffer.concat(chunks).toString('utf8'),
+        ...(req.headers.authorization === undefined ? {} : { authorization: req.headers.authorization }),
+      };
       const forward = async (): Promise<ProxiedResponse> => {
         const up = await fetch(`${target.replace(/\/+$/, '')}${request.url}`, {
           method: request.method,
