@@ -53,6 +53,20 @@ describe('POST /api/spendpolicy/decisions/{decisionId}/approve', () => {
     expect((await decide(t, p, { amount: '10' })).decision).toMatchObject({ decision: 'APPROVE' });
   });
 
+  it('an approval after midnight UTC spends the day of the approval, not the day of the request', async () => {
+    const p = await createPolicy(t, budget50);
+    t.clock.set('2026-01-15T23:50:00.000Z');
+    const pending = await decide(t, p, { amount: '40' });
+    expect(pending.decision.approval.status).toBe('PENDING');
+    t.clock.set('2026-01-16T00:10:00.000Z');
+    const res = await approve(t, pending.decision.decisionId, p.adminKey);
+    expect(res.statusCode, res.body).toBe(200);
+    // The new day has 10 left; the decision keeps the day it was made.
+    expect((await decide(t, p, { amount: '10.000001' })).decision).toMatchObject({ decision: 'BLOCK', reasons: ['exceeds_daily_budget'] });
+    expect((await decide(t, p, { amount: '10' })).decision.decision).toBe('APPROVE');
+    expect(json(res).decision.createdAt).toBe('2026-01-15T23:50:00.000Z');
+  });
+
   it('approving twice is 409 and spends once', async () => {
     const p = await createPolicy(t, budget50);
     const pending = await decide(t, p, { amount: '25' });
