@@ -18,6 +18,12 @@ import {
 
 const sha = (s: string) => `sha256:${createHash('sha256').update(s).digest('hex')}`;
 
+/** Micro-USDC the policy has spent (today, the only day these tests use). */
+async function spentBy(t: TestApp, policyId: string): Promise<bigint> {
+  const row = await t.database.db.selectFrom('policy_day_spend').select('spent_micro').where('policy_id', '=', policyId).executeTakeFirst();
+  return row ? BigInt(row.spent_micro) : 0n;
+}
+
 describe('evidence chains: create, replay, read, summary', () => {
   let t: TestApp;
   let p: Created;
@@ -29,10 +35,7 @@ describe('evidence chains: create, replay, read, summary', () => {
     await t.close();
   });
 
-  const spent = async () => {
-    const row = await t.database.db.selectFrom('policy_day_spend').select('spent_micro').where('policy_id', '=', p.policyId).executeTakeFirst();
-    return row ? BigInt(row.spent_micro) : 0n;
-  };
+  const spent = () => spentBy(t, p.policyId);
 
   it('creates a chain with a protected decision: 201 and exactly the specified fields', async () => {
     const body = intentBody(p.policyId, { requestId: 'create-1', amount: '5', recipient: ADDR.alice });
@@ -163,22 +166,32 @@ describe('one requestId namespace and one budget with protected decisions', () =
     expect(json(await decideRaw(t, p, { amount: '10' })).decision.decision).toBe('APPROVE');
   });
 
+  // The tests below each take a fresh policy: the one above has spent its day.
+  const fresh = () => createPolicy(t, { dailyBudget: '30', requireHumanAbove: '50', maxPerTransaction: '50' });
+
   it("a plain decision with a chain's requestId and identical content gets the chain's decision back, nothing spent", async () => {
-    const created = await createChain(t, p, { requestId: 'shared-1', amount: '0', recipient: ADDR.alice });
-    const res = await decideRaw(t, p, { requestId: 'shared-1', amount: '0.000', recipient: ADDR.alice });
+    const q = await fresh();
+    const created = await createChain(t, q, { requestId: 'shared-1', amount: '12', recipient: ADDR.alice });
+    expect(created.decision).toBe('APPROVE');
+    const res = await decideRaw(t, q, { requestId: 'shared-1', amount: '12.000', recipient: ADDR.alice });
     expect(res.statusCode).toBe(200);
     expect(json(res).decision.decisionId).toBe(created.decisionId);
-    expectProblem(await decideRaw(t, p, { requestId: 'shared-1', amount: '1' }), 409, 'request_id_conflict');
+    expectProblem(await decideRaw(t, q, { requestId: 'shared-1', amount: '1' }), 409, 'request_id_conflict');
+    expect(await spentBy(t, q.policyId)).toBe(12_000_000n);
   });
 
   it('a requestId a plain decision already used cannot start a chain (409), whatever the content', async () => {
-    await decideRaw(t, p, { requestId: 'plain-1', amount: '0' });
-    const res = await createChainRaw(t, p.agentKey, intentBody(p.policyId, { requestId: 'plain-1', amount: '0' }));
+    const q = await fresh();
+    expect(json(await decideRaw(t, q, { requestId: 'plain-1', amount: '12' })).decision.decision).toBe('APPROVE');
+    const res = await createChainRaw(t, q.agentKey, intentBody(q.policyId, { requestId: 'plain-1', amount: '12' }));
     const problem = expectProblem(res, 409, 'intent_conflict');
     expect(problem.detail).toMatch(/outside an evidence chain/);
+    expect(await spentBy(t, q.policyId)).toBe(12_000_000n);
   });
 
   it('an intent whose agentId is not the policy agent is refused (403) and spends nothing', async () => {
-    expectProblem(await createChainRaw(t, p.agentKey, intentBody(p.policyId, { agentId: 'someone-else', amount: '0' })), 403, 'agent_mismatch');
+    const q = await fresh();
+    expectProblem(await createChainRaw(t, q.agentKey, intentBody(q.policyId, { agentId: 'someone-else', amount: '12' })), 403, 'agent_mismatch');
+    expect(await spentBy(t, q.policyId)).toBe(0n);
   });
 });
