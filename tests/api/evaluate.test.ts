@@ -1,4 +1,5 @@
 import type { InjectOptions } from 'fastify';
+import { sql } from 'kysely';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { ADDR, createTestApp, json, type TestApp } from '../helpers/app.js';
 import { expectInvalid, expectProblem } from '../helpers/problems.js';
@@ -221,11 +222,26 @@ describe('POST /api/spendpolicy/evaluate', () => {
       expect(json(await post(body))).toMatchObject({ decision: 'APPROVE' });
     });
 
-    it('stores nothing: the same request evaluates the same way again', async () => {
+    it('stores nothing: no table gains a row, and the same request evaluates the same way again', async () => {
+      // Rows of every table of this test's database (its own PostgreSQL schema, or its SQLite file).
+      const rowCounts = async () => {
+        const tables = (await t.database.db.introspection.getTables()).filter((table) => !t.database.pgSchema || table.schema === t.database.pgSchema);
+        expect(tables.map((table) => table.name)).toEqual(expect.arrayContaining(['decisions', 'policies', 'policy_day_spend']));
+        const counts: Record<string, number> = {};
+        for (const table of tables) {
+          const { rows } = await sql<{ n: number | string }>`select count(*) as n from ${sql.table(`${table.schema ? `${table.schema}.` : ''}${table.name}`)}`.execute(t.database.db);
+          counts[table.name] = Number(rows[0]!.n);
+        }
+        return counts;
+      };
+      const before = await rowCounts();
+      // maxRepeats 1 ("once per window"): were the evaluation counted anywhere, the next would BLOCK.
       const body = validBody();
+      body.policy.maxRepeats = 1;
       const first = json(await post(body));
-      const second = json(await post(body));
-      expect(second).toEqual(first);
+      expect(first.decision).toBe('APPROVE');
+      for (let i = 0; i < 3; i++) expect(json(await post(body))).toEqual(first);
+      expect(await rowCounts()).toEqual(before);
     });
   });
 
