@@ -1,6 +1,7 @@
 import { isIP } from 'node:net';
 import { Type, type Static } from 'typebox';
 import { Value } from 'typebox/value';
+import { parse as parsePgUrl } from 'pg-connection-string';
 import { isAddress } from 'viem';
 import { USDC_ADDRESS } from './platform/prices.js';
 
@@ -19,6 +20,11 @@ const bool = (def: 'on' | 'off', description: string) =>
 /** A whole number from 1 to 10^digits - 1, written as plain digits; `wholeUpTo` names that limit for the error message. */
 const int = (def: number, description: string, digits = 9) =>
   Type.String({ default: String(def), pattern: `^[1-9][0-9]{0,${digits - 1}}$`, wholeUpTo: '9'.repeat(digits), description });
+/**
+ * Timeouts have at most 7 digits (under 10,000 s): the shutdown waits for two facilitator calls and
+ * a chain read, and a wait beyond Node's timer limit (2^31 - 1 ms) would fire at once instead.
+ */
+const TIMEOUT_DIGITS = 7;
 const optional = (description: string, pattern?: string) =>
   Type.Optional(Type.String(pattern ? { description, pattern } : { description }));
 
@@ -61,8 +67,8 @@ export const EnvSchema = Type.Object({
   CDP_API_KEY_SECRET: optional('Coinbase CDP API key secret, for the production facilitator'),
   PAY_TO: optional('Address that receives report payments; paid reports answer 503 until it is set', '^0x[0-9a-fA-F]{40}$'),
   MIN_CONFIRMATIONS: int(1, 'Confirmations before a transfer counts as settled or verified'),
-  FACILITATOR_TIMEOUT_MS: int(15000, 'Timeout of each facilitator request; a settle that times out answers 202 (pending)'),
-  RPC_TIMEOUT_MS: int(10000, 'Timeout of each Base RPC request'),
+  FACILITATOR_TIMEOUT_MS: int(15000, 'Timeout of each facilitator request; a settle that times out answers 202 (pending)', TIMEOUT_DIGITS),
+  RPC_TIMEOUT_MS: int(10000, 'Timeout of each Base RPC request', TIMEOUT_DIGITS),
   RPC_LOG_BLOCK_RANGE: int(
     5000,
     'Most blocks one eth_getLogs request may span (providers refuse wider ranges), at most 9999999; payment recovery reads logs in chunks of this size',
@@ -79,7 +85,7 @@ export const EnvSchema = Type.Object({
     pattern: '^https?://[^\\s]+$',
     description: 'GeckoTerminal API base URL, without /api/v2 (second market-data provider, used on failover)',
   }),
-  MARKET_TIMEOUT_MS: int(3000, 'Timeout of each market-data provider request (each is retried once on a transport error, 5xx or 429)'),
+  MARKET_TIMEOUT_MS: int(3000, 'Timeout of each market-data provider request (each is retried once on a transport error, 5xx or 429)', TIMEOUT_DIGITS),
   EVIDENCE_CHAINS: bool('on', 'off turns the evidence-chain endpoints off (they answer 404)'),
   EVIDENCE_LIMIT: int(600, 'Evidence-chain requests one policy may make per hour'),
   RECEIPT_SIGNING_KEY: optional('Ed25519 private key (PKCS#8 PEM or base64url seed) for receipts; generated and stored in the database when unset'),
@@ -160,6 +166,26 @@ function payToProblems(payTo: string): string[] {
   return [];
 }
 
+/**
+ * Why a URL variable's value is not usable (undefined when it is), parsed the way its client
+ * parses it: node-postgres's own parser for DATABASE_URL, the WHATWG URL of fetch for the others.
+ * `base`: a URL the service appends paths to, where a query string or fragment would end up in
+ * front of them. The value is never quoted: a database URL may hold a password.
+ */
+function urlProblem(name: string, value: string, base: boolean): string | undefined {
+  try {
+    if (name === 'DATABASE_URL') {
+      parsePgUrl(value);
+      return undefined;
+    }
+    const url = new URL(value);
+    if (base && (url.search || url.hash)) return `${name}: must have no query string or fragment (the service appends paths to it)`;
+    return undefined;
+  } catch {
+    return `${name}: not a valid URL (check its host, port and percent-encoding)`;
+  }
+}
+
 /** localhost, or a loopback IP address (127.0.0.0/8, ::1): never a DNS name like 127.example.com. */
 function isLoopbackUrl(url: string): boolean {
   try {
@@ -190,6 +216,20 @@ export function parseConfig(source: Record<string, string | undefined> = process
   for (const entry of trustProxy) {
     if (!isProxyAddress(entry)) problems.push(`TRUST_PROXY: ${JSON.stringify(entry)} is not an IP address, CIDR range, loopback, linklocal or uniquelocal`);
   }
+  const urls: Array<[string, string | undefined, boolean]> = [
+    ['DATABASE_URL', env.DATABASE_URL.startsWith('postgres') ? env.DATABASE_URL : undefined, false],
+    ['PUBLIC_BASE_URL', env.PUBLIC_BASE_URL, true],
+    ['FACILITATOR_URL', env.FACILITATOR_URL, true],
+    ['MARKET_DEXSCREENER_URL', env.MARKET_DEXSCREENER_URL, true],
+    ['MARKET_GECKOTERMINAL_URL', env.MARKET_GECKOTERMINAL_URL, true],
+    ...env.BASE_RPC_URLS.split(',').map((u): [string, string, boolean] => ['BASE_RPC_URLS', u.trim(), false]),
+  ];
+  for (const [name, value, base] of urls) {
+    const problem = value === undefined || problems.some((p) => p.startsWith(`${name}:`)) ? undefined : urlProblem(name, value, base);
+    if (problem) problems.push(problem);
+  }
+  // The service adds /api/v2 itself: given twice, every failover request would miss.
+  if (/\/api\/v2\/*$/i.test(env.MARKET_GECKOTERMINAL_URL)) problems.push('MARKET_GECKOTERMINAL_URL: give the base URL without /api/v2 (the service adds it)');
   if (!env.CDP_API_KEY_ID !== !env.CDP_API_KEY_SECRET) problems.push('CDP_API_KEY_ID and CDP_API_KEY_SECRET: set both or neither');
   if (env.PAY_TO) problems.push(...payToProblems(env.PAY_TO));
   // The CDP keys sign every facilitator request: never over plain http beyond this machine.

@@ -3,6 +3,7 @@ import type { Config } from '../config.js';
 import { systemClock, type Clock } from './clock.js';
 import { openDatabase, type Database } from './db/database.js';
 import { createRateLimiter, type RateLimiter } from './rate-limit.js';
+import { checkCdpKey } from './x402.js';
 
 export interface Infrastructure {
   config: Config;
@@ -33,6 +34,7 @@ export function connectRedis(url: string, opts: { lazyConnect?: boolean } = {}):
 
 /** Opens everything the service talks to, from configuration. */
 export async function openInfrastructure(config: Config, clock: Clock = systemClock): Promise<Infrastructure> {
+  await checkCdpKey(config);
   const database = await openDatabase(config.databaseUrl);
   const redis = config.redisUrl ? connectRedis(config.redisUrl) : undefined;
   const limiter = createRateLimiter(config, redis ? { redis } : {});

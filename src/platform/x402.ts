@@ -13,7 +13,7 @@ import { ExactEvmScheme } from '@x402/evm/exact/server';
 import { bazaarResourceServerExtension, declareDiscoveryExtension } from '@x402/extensions/bazaar';
 import { createCdpAuthHeaders } from '@coinbase/x402';
 import { Type, type Static, type TSchema } from 'typebox';
-import type { Config } from '../config.js';
+import { ConfigError, type Config } from '../config.js';
 import { digestOf } from './canonical.js';
 import { AppError, redactKeys } from './errors.js';
 import { compileBodyValidator } from './http.js';
@@ -189,6 +189,21 @@ async function verdictOrUnanswered<T>(what: string, Verdict: abstract new (...a:
   } catch (err) {
     if (err instanceof Verdict || err instanceof FacilitatorResponseError) throw err;
     throw new FacilitatorResponseError(`facilitator ${what} unanswered: ${err instanceof Error ? err.message : String(err)}`);
+  }
+}
+
+/**
+ * A CDP key the SDK cannot sign with stops the start. Otherwise the service would run, and every
+ * paid request (the unpaid one included, which needs the facilitator's supported kinds) would be a
+ * 502 "facilitator unavailable" without one facilitator call or a word about the key. The secret
+ * is never quoted.
+ */
+export async function checkCdpKey(config: Pick<Config, 'cdpApiKeyId' | 'cdpApiKeySecret'>): Promise<void> {
+  if (!config.cdpApiKeyId || !config.cdpApiKeySecret) return;
+  try {
+    await createCdpAuthHeaders(config.cdpApiKeyId, config.cdpApiKeySecret)?.();
+  } catch {
+    throw new ConfigError('invalid configuration: CDP_API_KEY_SECRET: the CDP SDK cannot sign with it (it expects a PEM EC key or a base64 Ed25519 key)');
   }
 }
 

@@ -1,5 +1,7 @@
+import { generateKeyPairSync } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { ConfigError, parseConfig, testConfig } from '../../src/config.js';
+import { checkCdpKey } from '../../src/platform/x402.js';
 
 /** The ConfigError thrown for `env`, failing the test when none is thrown. */
 function configError(env: Record<string, string | undefined>): ConfigError {
@@ -142,9 +144,37 @@ describe('parseConfig', () => {
     ['TRUST_PROXY', '10.0.0.0/0'],
     ['TRUST_PROXY', '10.0.0.0/255.0.255.0'],
     ['TRUST_PROXY', '300.1.1.1'],
+    // Values the pattern lets through but their client could not use.
+    ['DATABASE_URL', 'postgres://u:pw@[bad/db'],
+    ['DATABASE_URL', 'postgres://u:pw@db.example:99999/db'],
+    ['BASE_RPC_URLS', 'https://base.example, https://[bad'],
+    ['BASE_RPC_URLS', 'https://base.example:70000'],
+    // Paths are appended to these: a query string or fragment would end up in front of them.
+    ['PUBLIC_BASE_URL', 'https://paywarden.example/?a=1'],
+    ['FACILITATOR_URL', 'https://facilitator.example/x402#f'],
+    ['MARKET_DEXSCREENER_URL', 'https://api.dexscreener.com/?key=1'],
+    ['MARKET_GECKOTERMINAL_URL', 'https://api.geckoterminal.com/api/v2'],
+    ['MARKET_GECKOTERMINAL_URL', 'https://api.geckoterminal.com/api/v2/'],
+    // A shutdown waits for two facilitator calls and a chain read: within Node's timer limit.
+    ['FACILITATOR_TIMEOUT_MS', '10000000'],
+    ['RPC_TIMEOUT_MS', '999999999'],
+    ['MARKET_TIMEOUT_MS', '10000000'],
   ])('a bad %s (%j) throws a ConfigError naming the variable', (name, value) => {
     const err = configError({ [name]: value });
     expect(err.message).toContain(name);
+  });
+
+  it('never quotes a database URL it refuses (it may hold a password)', () => {
+    const err = configError({ DATABASE_URL: 'postgres://app:s3cret-pw@[db/paywarden' });
+    expect(err.message).toContain('DATABASE_URL');
+    expect(err.message).not.toContain('s3cret-pw');
+  });
+
+  it('accepts what the clients accept: a password with a space, a socket host, an RPC key in the query', () => {
+    expect(() => parseConfig({ DATABASE_URL: 'postgres://u:p w@h/db' })).not.toThrow();
+    expect(() => parseConfig({ DATABASE_URL: 'postgres:///db?host=/var/run/postgresql' })).not.toThrow();
+    expect(parseConfig({ BASE_RPC_URLS: 'https://base.example/?apikey=1, https://b.example' }).rpcUrls).toEqual(['https://base.example/?apikey=1', 'https://b.example']);
+    expect(parseConfig({ FACILITATOR_TIMEOUT_MS: '9999999', RPC_TIMEOUT_MS: '9999999' }).rpcTimeoutMs).toBe(9_999_999);
   });
 
   it('says what a whole-number variable takes', () => {
@@ -189,6 +219,20 @@ describe('parseConfig', () => {
     expect(parseConfig({ ...keys, FACILITATOR_URL: 'http://127.0.0.1:9000' }).facilitatorUrl).toBe('http://127.0.0.1:9000');
     expect(parseConfig({ ...keys, FACILITATOR_URL: 'https://facilitator.example/x402' }).cdpApiKeyId).toBe('id');
     expect(parseConfig({ FACILITATOR_URL: 'http://facilitator.example/x402' }).facilitatorUrl).toBe('http://facilitator.example/x402');
+  });
+
+  it('a CDP secret the SDK cannot sign with stops the start, without quoting it', async () => {
+    for (const secret of ['not-a-key', Buffer.alloc(64, 7).toString('base64')]) {
+      const err = await checkCdpKey({ cdpApiKeyId: 'organizations/x/apiKeys/y', cdpApiKeySecret: secret }).then(() => undefined, (e: unknown) => e);
+      expect(err, secret).toBeInstanceOf(ConfigError);
+      expect((err as Error).message).toContain('CDP_API_KEY_SECRET');
+      expect((err as Error).message).not.toContain(secret);
+    }
+    const { privateKey, publicKey } = generateKeyPairSync('ed25519');
+    const seed = privateKey.export({ format: 'der', type: 'pkcs8' }).subarray(-32);
+    const secret = Buffer.concat([seed, publicKey.export({ format: 'der', type: 'spki' }).subarray(-32)]).toString('base64');
+    await expect(checkCdpKey({ cdpApiKeyId: 'organizations/x/apiKeys/y', cdpApiKeySecret: secret })).resolves.toBeUndefined();
+    await expect(checkCdpKey({ cdpApiKeyId: undefined, cdpApiKeySecret: undefined })).resolves.toBeUndefined();
   });
 
   it.each(['127.0.0.1', '::1', '10.0.0.0/8', 'fd00::/8', '10.0.0.0/255.0.0.0', 'loopback', 'linklocal', 'uniquelocal', '10.0.0.1, 10.0.0.2'])(
