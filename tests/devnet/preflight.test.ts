@@ -10,7 +10,7 @@ import { preflightRpcCounter } from '../../src/features/preflight/rpc.js';
 import { PreflightReport } from '../../src/features/preflight/schemas.js';
 import { createChainClient, onBase, UPSTREAM_DETAIL } from '../../src/platform/chain.js';
 import { AppError } from '../../src/platform/errors.js';
-import { countingChain, type CountingChain } from '../helpers/preflight.js';
+import { blockNumberOf, countingChain, type CountingChain } from '../helpers/preflight.js';
 import { PREFLIGHT_CASE_NAMES, preflightCase, preparePreflightScenarios, type Scenarios } from '../helpers/preflight-scenarios.js';
 import { expectWrongChain, startWrongChainFork } from '../helpers/wrong-chain.js';
 
@@ -132,6 +132,19 @@ describe('report contents', () => {
   it('the poisoning finding names the payee the look-alike imitates', async () => {
     const report = await preflight(preflightCase('payment to a poisoned look-alike', sc).input as PreflightInput);
     expect(report.findings[0]!.evidence).toEqual({ recipient: sc.who.lookalike, resembles: [sc.who.payee] });
+  });
+
+  it('the poisoning check reads no more blocks than RPC_LOG_BLOCK_RANGE allows, so a provider with that limit serves it', async () => {
+    // A provider refusing eth_getLogs over more blocks than the chain has: the default lookback
+    // (10,000 blocks back, capped at block 0) is too wide for it, a lookback within the range is not.
+    const range = await blockNumberOf(devnet.rpcUrl);
+    const limited = countingChain(devnet.rpcUrl, [], { maxLogSpan: range });
+    await onBase(limited.chain);
+    const input = preflightCase('payment to a poisoned look-alike', sc).input as PreflightInput;
+    expect((await preflight(input, limited)).findings.map((f) => f.code)).toContain('poisoning_check_unavailable');
+    const within = await preflight(input, limited, { logBlockRange: Number(range) });
+    expect(within.findings.map((f) => f.code)).toEqual(['recipient_address_poisoning']);
+    expect(within.findings[0]!.evidence).toEqual({ recipient: sc.who.lookalike, resembles: [sc.who.payee] });
   });
 });
 

@@ -17,19 +17,30 @@ export interface CountingChain {
  * chosen methods, so that a test can count round trips and exercise the fallback paths
  * against the real devnet.
  */
-export function countingChain(rpcUrl: string, deny: string[] = []): CountingChain {
+export function countingChain(rpcUrl: string, deny: string[] = [], opts: { maxLogSpan?: bigint } = {}): CountingChain {
   const methods: string[] = [];
   const denied = new Set(deny);
+  const refuse = (id: number, code: number, message: string) =>
+    new Response(JSON.stringify({ jsonrpc: '2.0', id, error: { code, message } }), { status: 200, headers: { 'content-type': 'application/json' } });
   const fetchFn = async (input: string | URL | Request, init?: RequestInit): Promise<Response> => {
-    const body = JSON.parse(String(init?.body ?? '{}')) as { id: number; method: string } | { id: number; method: string }[];
+    const body = JSON.parse(String(init?.body ?? '{}')) as { id: number; method: string; params?: unknown[] } | { id: number; method: string }[];
     const one = Array.isArray(body) ? body[0]! : body;
     methods.push(Array.isArray(body) ? `batch:${body.map((b) => b.method).join(',')}` : one.method);
-    if (!Array.isArray(body) && denied.has(one.method)) {
-      const error = { code: -32601, message: `the method ${one.method} does not exist/is not available` };
-      return new Response(JSON.stringify({ jsonrpc: '2.0', id: one.id, error }), { status: 200, headers: { 'content-type': 'application/json' } });
+    if (!Array.isArray(body) && denied.has(one.method)) return refuse(one.id, -32601, `the method ${one.method} does not exist/is not available`);
+    // As a hosted provider does: an eth_getLogs over more than maxLogSpan blocks is refused.
+    if (!Array.isArray(body) && one.method === 'eth_getLogs' && opts.maxLogSpan !== undefined) {
+      const [filter] = body.params as [{ fromBlock: string; toBlock: string }];
+      const to = filter.toBlock === 'latest' ? await blockNumberOf(rpcUrl) : BigInt(filter.toBlock);
+      if (to - BigInt(filter.fromBlock) + 1n > opts.maxLogSpan) return refuse(one.id, -32602, `query exceeds max block range ${opts.maxLogSpan}`);
     }
     return fetch(input, init);
   };
   const chain = createPublicClient({ chain: base, transport: http(rpcUrl, { retryCount: 1, timeout: 10_000, fetchFn }) });
   return { chain: chain as ChainClient, methods, deny: denied, reset: () => void methods.splice(0) };
+}
+
+/** The node's latest block number (not counted: it is the fake provider's own read). */
+export async function blockNumberOf(rpcUrl: string): Promise<bigint> {
+  const res = await fetch(rpcUrl, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'eth_blockNumber', params: [] }) });
+  return BigInt(((await res.json()) as { result: string }).result);
 }

@@ -37,7 +37,7 @@ export const evidenceRoutes: FastifyPluginAsyncTypebox<EvidenceRouteDeps> = asyn
     service,
     signer: deps.receipts,
     preflight: deps.preflight ?? {
-      run: async (input, now) => (await transactionPreflight(chain, input, now)) as unknown as Record<string, unknown>,
+      run: async (input, now) => (await transactionPreflight(chain, input, now, { logBlockRange: deps.config.rpcLogBlockRange })) as unknown as Record<string, unknown>,
       digest: preflightInputDigest,
       normalise: normalisePreflightInput,
     },

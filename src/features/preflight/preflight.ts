@@ -21,9 +21,11 @@ export type PreflightInput = Static<typeof PreflightRequest>;
 export interface PreflightOptions {
   /** How far back `from`'s USDC transfers are read for the poisoning check. */
   poisonLookbackBlocks?: number;
+  /** The most blocks one eth_getLogs may span (RPC_LOG_BLOCK_RANGE): the lookback stays within it. */
+  logBlockRange?: number;
 }
 
-/** ~5.5 hours of Base blocks: the range most providers accept for one eth_getLogs. */
+/** ~5.5 hours of Base blocks, read by one eth_getLogs where the RPC allows that range. */
 export const DEFAULT_POISON_LOOKBACK_BLOCKS = 10_000;
 const FRESH_ETH = 10n ** 24n;
 const FRESH_USDC = 10n ** 15n;
@@ -101,7 +103,9 @@ export async function transactionPreflight(chain: ChainClient, input: PreflightI
 
   const unseen = [...new Set(movements.filter((m) => m.standard !== 'native' && !tokens.has(m.token.toLowerCase())).map((m) => m.token))].slice(0, MAX_CONTEXT_ACCOUNTS);
   const needPeers = senderProvided && recipientsOf({ tx: { from, to, value, data }, decoded, movements }).length > 0;
-  const lookback = BigInt(opts.poisonLookbackBlocks ?? DEFAULT_POISON_LOOKBACK_BLOCKS);
+  // One request spans lookback + 1 blocks: a provider that refuses wider ranges would otherwise
+  // leave the poisoning check unavailable on every report.
+  const lookback = BigInt(Math.min(opts.poisonLookbackBlocks ?? DEFAULT_POISON_LOOKBACK_BLOCKS, (opts.logBlockRange ?? Infinity) - 1));
   const [more, peers] = await Promise.all([
     unseen.length > 0 ? readTokens(chain, unseen) : null,
     needPeers && sim.blockNumber !== null ? recentPayees(chain, from, sim.blockNumber, lookback) : null,

@@ -20,7 +20,7 @@ export function reportDefinitions(deps: AppDeps, chain: ChainClient, anyChain: C
   return [
     tokenRiskReportDef(chain, (address) => market.lookup(address)),
     // Only the transaction and the chain state decide: never reports other customers bought.
-    transactionPreflightReportDef(chain),
+    transactionPreflightReportDef(chain, { logBlockRange: deps.config.rpcLogBlockRange }),
     {
       name: 'quickCheck',
       body: null,
