@@ -222,7 +222,9 @@ describe('process killed after settlement', () => {
     try {
       const recover = (txHash?: string) => postJson(`${fresh.url}/api/orders/recover`, { id: order.id, key: order.key, ...(txHash ? { txHash } : {}) });
       // A transaction that is not this payment's settlement proves nothing: still pending.
+      // (Account 3's payment from an earlier test: this test must run in its file, as CI runs it.)
       const [otherTx] = await transfers(addressOf(3), s.payTo);
+      expect(otherTx, 'a transfer from account 3 made by an earlier test of this file').toMatch(/^0x[0-9a-f]{64}$/);
       const wrong = await recover(otherTx);
       expect(wrong.status).toBe(202);
       expect(await wrong.json()).toMatchObject({ status: 'pending', orderId: order.id });
