@@ -70,8 +70,9 @@ type Document = { paths?: Record<string, Record<string, Operation | unknown>> };
  * (OPTIONAL_BODY); a 503 that any request may meet (the service shutting down, its storage
  * failing: installErrorHandling, toAppError); and what holds for every response: each carries
  * x-request-id (installErrorHandling); every error is a problem body sent as
- * application/problem+json (sendProblem), where the generator writes application/json; and a 402
- * or 412 always carries PAYMENT-REQUIRED.
+ * application/problem+json (sendProblem), where the generator writes application/json; a 402
+ * or 412 always carries PAYMENT-REQUIRED, a 401 WWW-Authenticate, and a 503 for a shutdown
+ * Retry-After.
  */
 function withWhatEveryResponseSays(doc: Document): Document {
   for (const operations of Object.values(doc.paths ?? {})) {
@@ -88,6 +89,8 @@ function withWhatEveryResponseSays(doc: Document): Document {
         if (Number(status) >= 400 && json) response.content = { 'application/problem+json': json };
         const challenge = response.headers['PAYMENT-REQUIRED'];
         if (challenge && (status === '402' || status === '412')) challenge.required = true;
+        if (status === '401') response.headers['WWW-Authenticate'] ??= BEARER_CHALLENGE_HEADER;
+        if (status === '503') response.headers['Retry-After'] ??= SHUTDOWN_RETRY_HEADER;
       }
     }
   }
@@ -99,6 +102,11 @@ function unavailable(): Response {
   const schema = structuredClone(problems(503)[503]) as { description: string };
   return { description: schema.description, content: { 'application/json': { schema } } };
 }
+
+/** Every 401 (sendProblem). */
+const BEARER_CHALLENGE_HEADER: Header = { description: 'Bearer realm="paywarden": send the key as Authorization: Bearer <key>', required: true, schema: { type: 'string' } };
+/** A 503 shutting_down says when to retry (another instance may answer sooner); a storage failure does not. */
+const SHUTDOWN_RETRY_HEADER: Header = { description: 'Seconds to wait before retrying; sent with shutting_down', schema: { type: 'integer' } };
 
 const REQUEST_ID_HEADER: Header = {
   description: 'The id of this request, also in every problem body (requestId) and log line; quote it when reporting a problem',

@@ -116,7 +116,10 @@ describe('GET /openapi.json', () => {
       const unavailable = op.responses['503'];
       expect(unavailable?.content?.['application/problem+json']?.schema?.required, name).toEqual(expect.arrayContaining(['code', 'requestId']));
       expect(unavailable.description, name).toMatch(/Storage unavailable.*Shutting down/);
+      expect(unavailable.headers?.['Retry-After']?.schema?.type, name).toBe('integer');
+      if (op.responses['401']) expect(op.responses['401'].headers?.['WWW-Authenticate']?.required, name).toBe(true);
     }
+    expect(ops.filter(([, op]) => op.responses['401']).length).toBeGreaterThan(8);
   });
 
   it('documents 413 and 415 on every operation that reads a body, and on no GET (Fastify reads no body there)', () => {
@@ -161,7 +164,7 @@ describe('GET /openapi.json', () => {
   });
 
   /** The headers a caller reads; each one an answer carries must be documented for its status. */
-  const READ_HEADERS = ['etag', 'retry-after', 'payment-required', 'payment-response', 'x-request-id'];
+  const READ_HEADERS = ['etag', 'retry-after', 'payment-required', 'payment-response', 'x-request-id', 'www-authenticate'];
   const expectDocumented = (method: string, path: string, res: { statusCode: number; headers: Record<string, unknown> }) => {
     const documented = doc.paths[path]?.[method]?.responses?.[String(res.statusCode)];
     expect(documented, `${method} ${path} ${res.statusCode}`).toBeDefined();
