@@ -84,6 +84,8 @@ function withWhatEveryResponseSays(doc: Document): Document {
       const responses = operation?.responses;
       if (responses && !responses['503']) responses['503'] = unavailable();
       for (const [status, response] of Object.entries(responses ?? {})) {
+        // The generator's placeholder for a response schema without a description.
+        if (response.description === 'Default Response') response.description = STATUS_TEXT[status] ?? `HTTP ${status}`;
         response.headers = { 'x-request-id': REQUEST_ID_HEADER, ...response.headers };
         const json = response.content?.['application/json'];
         if (Number(status) >= 400 && json) response.content = { 'application/problem+json': json };
@@ -102,6 +104,8 @@ function unavailable(): Response {
   const schema = structuredClone(problems(503)[503]) as { description: string };
   return { description: schema.description, content: { 'application/json': { schema } } };
 }
+
+const STATUS_TEXT: Record<string, string> = { '200': 'OK', '201': 'Created', '202': 'Accepted: not complete yet; ask again after Retry-After' };
 
 /** Every 401 (sendProblem). */
 const BEARER_CHALLENGE_HEADER: Header = { description: 'Bearer realm="paywarden": send the key as Authorization: Bearer <key>', required: true, schema: { type: 'string' } };

@@ -120,6 +120,9 @@ describe('GET /openapi.json', () => {
       if (op.responses['401']) expect(op.responses['401'].headers?.['WWW-Authenticate']?.required, name).toBe(true);
     }
     expect(ops.filter(([, op]) => op.responses['401']).length).toBeGreaterThan(8);
+    // Every response says what it is: none keeps the generator's placeholder.
+    const placeholders = ops.flatMap(([name, op]) => Object.entries(op.responses as Record<string, { description: string }>).filter(([, r]) => r.description === 'Default Response').map(([status]) => `${name} ${status}`));
+    expect(placeholders).toEqual([]);
   });
 
   it('documents 413 and 415 on every operation that reads a body, and on no GET (Fastify reads no body there)', () => {

@@ -55,7 +55,11 @@ export const evidenceRoutes: FastifyPluginAsyncTypebox<EvidenceRouteDeps> = asyn
         description:
           'Makes a protected decision under the policy (same rules, same daily budget as /api/spendpolicy/decisions) and stores it with the intent; the chain starts with a PRECHECK_COMPLETED event holding the decision and its signed receipt. 201 when created; the identical intent again answers 200 with replayed true and spends nothing; a changed intent under the same policyId and requestId is 409, as is a requestId already used by a plain decision. Never authorizes or executes a payment and runs no paid check.',
         body: Intent,
-        response: { 200: CreatedChain, 201: CreatedChain, ...problems(...ALL, ...BODY, 409) },
+        response: {
+          200: { ...CreatedChain, description: 'The identical intent again: the chain as created, replayed true; nothing spent' },
+          201: { ...CreatedChain, description: 'Created: the chain and its protected decision' },
+          ...problems(...ALL, ...BODY, 409),
+        },
       },
     },
     async (request, reply) => {

@@ -76,7 +76,11 @@ export const orderRoutes: FastifyPluginAsyncTypebox<AppDeps & { reports: PaidRep
           '200 with the original report and its receipt once the payment is settled; 202 while unpaid or pending (do not pay again). Pass txHash for an interrupted payment that settled. ' +
           '410 once the recovery period has ended, also after the purge removed the order\'s input. 402 when the payment the order waited for can no longer settle (its authorization was cancelled or expired unused): nothing was charged, and the order can be paid again.',
         body: Recover,
-        response: { 200: Restored, 202: { ...Type.Union([Unpaid, PendingReport]), headers: RetryAfterHeader }, ...problems(400, 402, 404, 410, 413, 415, 503) },
+        response: {
+          200: { ...Restored, description: 'The original report and its receipt: the payment settled' },
+          202: { ...Type.Union([Unpaid, PendingReport]), description: 'Unpaid or pending: do not pay again; ask again after Retry-After', headers: RetryAfterHeader },
+          ...problems(400, 402, 404, 410, 413, 415, 503),
+        },
       },
     },
     async (request, reply) => {
