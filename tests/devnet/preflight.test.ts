@@ -10,7 +10,7 @@ import { preflightRpcCounter } from '../../src/features/preflight/rpc.js';
 import { PreflightReport } from '../../src/features/preflight/schemas.js';
 import { createChainClient, onBase, UPSTREAM_DETAIL } from '../../src/platform/chain.js';
 import { AppError } from '../../src/platform/errors.js';
-import { blockNumberOf, countingChain, type CountingChain } from '../helpers/preflight.js';
+import { countingChain, mineTo, type CountingChain } from '../helpers/preflight.js';
 import { PREFLIGHT_CASE_NAMES, preflightCase, preparePreflightScenarios, type Scenarios } from '../helpers/preflight-scenarios.js';
 import { expectWrongChain, startWrongChainFork } from '../helpers/wrong-chain.js';
 
@@ -134,17 +134,23 @@ describe('report contents', () => {
     expect(report.findings[0]!.evidence).toEqual({ recipient: sc.who.lookalike, resembles: [sc.who.payee] });
   });
 
-  it('the poisoning check reads no more blocks than RPC_LOG_BLOCK_RANGE allows, so a provider with that limit serves it', async () => {
-    // A provider refusing eth_getLogs over more blocks than the chain has: the default lookback
-    // (10,000 blocks back, capped at block 0) is too wide for it, a lookback within the range is not.
-    const range = await blockNumberOf(devnet.rpcUrl);
-    const limited = countingChain(devnet.rpcUrl, [], { maxLogSpan: range });
+  it('a provider that caps eth_getLogs ranges gets the poisoning check in pieces within RPC_LOG_BLOCK_RANGE', async () => {
+    // A provider that refuses eth_getLogs over more than 100 blocks, mining a block before each of
+    // its answers (as Base may meanwhile), and a lookback of about 200 blocks back to the payee's
+    // payment: the lookback needs pieces, and the last, which ends at 'latest', must stay within
+    // the cap however many blocks arrive meanwhile.
+    const head = await mineTo(devnet.rpcUrl, 200n);
+    const limited = countingChain(devnet.rpcUrl, [], { maxLogSpan: 100n, mineBeforeLogs: true });
     await onBase(limited.chain);
     const input = preflightCase('payment to a poisoned look-alike', sc).input as PreflightInput;
-    expect((await preflight(input, limited)).findings.map((f) => f.code)).toContain('poisoning_check_unavailable');
-    const within = await preflight(input, limited, { logBlockRange: Number(range) });
+    const lookback = { poisonLookbackBlocks: Number(head) - 1 };
+    // Without a range to keep to, the refusal leaves the check unavailable.
+    expect((await preflight(input, limited, lookback)).findings.map((f) => f.code)).toEqual(['poisoning_check_unavailable']);
+    const within = await preflight(input, limited, { ...lookback, logBlockRange: 100 });
     expect(within.findings.map((f) => f.code)).toEqual(['recipient_address_poisoning']);
     expect(within.findings[0]!.evidence).toEqual({ recipient: sc.who.lookalike, resembles: [sc.who.payee] });
+    // The whole range once (refused), then three pieces in one more round.
+    expect(limited.methods.filter((m) => m === 'eth_getLogs')).toHaveLength(4);
   });
 });
 

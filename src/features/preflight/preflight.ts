@@ -21,12 +21,17 @@ export type PreflightInput = Static<typeof PreflightRequest>;
 export interface PreflightOptions {
   /** How far back `from`'s USDC transfers are read for the poisoning check. */
   poisonLookbackBlocks?: number;
-  /** The most blocks one eth_getLogs may span (RPC_LOG_BLOCK_RANGE): the lookback stays within it. */
+  /**
+   * The most blocks one eth_getLogs may span (RPC_LOG_BLOCK_RANGE): an RPC that refuses the
+   * lookback in one request gets it again in pieces within this range.
+   */
   logBlockRange?: number;
 }
 
-/** ~5.5 hours of Base blocks, read by one eth_getLogs where the RPC allows that range. */
+/** ~5.5 hours of Base blocks: the range most providers accept for one eth_getLogs. */
 export const DEFAULT_POISON_LOOKBACK_BLOCKS = 10_000;
+/** At most this many eth_getLogs for the lookback of a provider that caps ranges. */
+const MAX_LOG_PIECES = 10;
 const FRESH_ETH = 10n ** 24n;
 const FRESH_USDC = 10n ** 15n;
 /** FiatTokenV2_2 keeps balances in `balanceAndBlacklistStates`, storage slot 9 (the high bit is the blacklist flag). */
@@ -79,7 +84,9 @@ function contextTargets(to: Address, decoded: CalldataDecoding): { accounts: Add
  * eth_call, then the same second round (4 in the usual case, 5 when both second-round reads are
  * needed; the first report that discovers the missing method makes 2 more in a middle round).
  * The first report on a client also asks eth_chainId, in the first round: an RPC that does not
- * serve Base is refused before anything it answered is used.
+ * serve Base is refused before anything it answered is used. An RPC that refuses the poisoning
+ * check's 10,000 blocks in one eth_getLogs (a provider's range cap) costs one more round of at
+ * most MAX_LOG_PIECES requests within RPC_LOG_BLOCK_RANGE.
  * Transport failures and another chain are AppError upstream_unavailable (502, nothing charged).
  */
 export async function transactionPreflight(chain: ChainClient, input: PreflightInput, now: Date, opts: PreflightOptions = {}): Promise<PreflightReport> {
@@ -103,12 +110,10 @@ export async function transactionPreflight(chain: ChainClient, input: PreflightI
 
   const unseen = [...new Set(movements.filter((m) => m.standard !== 'native' && !tokens.has(m.token.toLowerCase())).map((m) => m.token))].slice(0, MAX_CONTEXT_ACCOUNTS);
   const needPeers = senderProvided && recipientsOf({ tx: { from, to, value, data }, decoded, movements }).length > 0;
-  // One request spans lookback + 1 blocks: a provider that refuses wider ranges would otherwise
-  // leave the poisoning check unavailable on every report.
-  const lookback = BigInt(Math.min(opts.poisonLookbackBlocks ?? DEFAULT_POISON_LOOKBACK_BLOCKS, (opts.logBlockRange ?? Infinity) - 1));
+  const lookback = BigInt(opts.poisonLookbackBlocks ?? DEFAULT_POISON_LOOKBACK_BLOCKS);
   const [more, peers] = await Promise.all([
     unseen.length > 0 ? readTokens(chain, unseen) : null,
-    needPeers && sim.blockNumber !== null ? recentPayees(chain, from, sim.blockNumber, lookback) : null,
+    needPeers && sim.blockNumber !== null ? recentPayees(chain, from, sim.blockNumber, lookback, opts.logBlockRange) : null,
   ]);
   for (const [k, v] of more ?? []) tokens.set(k, v);
 
@@ -183,18 +188,37 @@ async function readTokens(chain: ChainClient, tokens: Address[]): Promise<Map<st
   return r.ok ? decodeContext(req, r.value).tokens : new Map();
 }
 
-/** Addresses `from` sent USDC to (non-zero amounts: zero-value transfers are what poisoners forge). */
-async function recentPayees(chain: ChainClient, from: Address, head: bigint, lookback: bigint): Promise<Address[] | null> {
+/**
+ * Addresses `from` sent USDC to (non-zero amounts: zero-value transfers are what poisoners forge),
+ * in the last `lookback` blocks: one eth_getLogs, or, when the RPC refuses that range (a provider's
+ * cap), the same blocks again in at most MAX_LOG_PIECES requests of at most `logBlockRange` blocks.
+ * null when they cannot be read.
+ */
+async function recentPayees(chain: ChainClient, from: Address, head: bigint, lookback: bigint, logBlockRange?: number): Promise<Address[] | null> {
   // `head` may be one past the node's latest block (a simulated block): 'latest' keeps the range valid.
   const start = head > lookback ? head - lookback : 0n;
-  const r = await optional(
-    rpc<{ topics: Hex[]; data: Hex }[]>(chain, 'eth_getLogs', [
-      { address: USDC, topics: [TRANSFER_TOPIC, pad(from.toLowerCase() as Hex)], fromBlock: numberToHex(start), toBlock: 'latest' },
-    ]),
-  );
-  if (!r.ok) return null;
+  const logs = (fromBlock: bigint, toBlock: bigint | 'latest') =>
+    optional(
+      rpc<{ topics: Hex[]; data: Hex }[]>(chain, 'eth_getLogs', [
+        { address: USDC, topics: [TRANSFER_TOPIC, pad(from.toLowerCase() as Hex)], fromBlock: numberToHex(fromBlock), toBlock: toBlock === 'latest' ? 'latest' : numberToHex(toBlock) },
+      ]),
+    );
+  const whole = await logs(start, 'latest');
+  let found = whole.ok ? whole.value : null;
+  // An answered refusal (not a transport failure) with a range to keep to: read it in pieces. The
+  // last piece ends at 'latest', which moves on while the pieces are read: a margin of a tenth of
+  // the range (at most 30 blocks, a minute of Base) keeps it within the cap.
+  if (!whole.ok && whole.error.code !== null && logBlockRange !== undefined && logBlockRange > 1) {
+    const size = BigInt(logBlockRange - Math.min(30, Math.floor(logBlockRange / 10)));
+    const first = head - start + 1n > size * BigInt(MAX_LOG_PIECES) ? head - size * BigInt(MAX_LOG_PIECES) + 1n : start;
+    const pieces: Array<[bigint, bigint | 'latest']> = [];
+    for (let at = first; at <= head; at += size) pieces.push([at, at + size - 1n >= head ? 'latest' : at + size - 1n]);
+    const read = await Promise.all(pieces.map(([a, b]) => logs(a, b)));
+    found = read.every((r) => r.ok) ? read.flatMap((r) => (r.ok ? r.value : [])) : null;
+  }
+  if (found === null) return null;
   const out = new Map<string, Address>();
-  for (const l of r.value) if (l.topics[2] && l.data !== '0x' && BigInt(l.data) > 0n) out.set(l.topics[2].toLowerCase(), topicAddress(l.topics[2]));
+  for (const l of found) if (l.topics[2] && l.data !== '0x' && BigInt(l.data) > 0n) out.set(l.topics[2].toLowerCase(), topicAddress(l.topics[2]));
   return [...out.values()];
 }
 
