@@ -178,10 +178,15 @@ function urlProblem(name: string, value: string, base: boolean): string | undefi
       parsePgUrl(value);
       return undefined;
     }
-    const url = new URL(value);
-    if (base && (url.search || url.hash)) return `${name}: must have no query string or fragment (the service appends paths to it)`;
+    new URL(value);
+    // The raw text: an empty query (a bare ? or #) leaves URL.search and URL.hash empty.
+    if (base && /[?#]/.test(value)) return `${name}: must have no query string or fragment (the service appends paths to it)`;
     return undefined;
-  } catch {
+  } catch (err) {
+    // node-postgres reads the files sslrootcert, sslcert and sslkey name while it parses.
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT' || (err as NodeJS.ErrnoException).code === 'EACCES') {
+      return `${name}: a file it names (sslrootcert, sslcert or sslkey) cannot be read`;
+    }
     return `${name}: not a valid URL (check its host, port and percent-encoding)`;
   }
 }

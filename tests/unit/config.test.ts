@@ -153,6 +153,8 @@ describe('parseConfig', () => {
     ['PUBLIC_BASE_URL', 'https://paywarden.example/?a=1'],
     ['FACILITATOR_URL', 'https://facilitator.example/x402#f'],
     ['MARKET_DEXSCREENER_URL', 'https://api.dexscreener.com/?key=1'],
+    ['PUBLIC_BASE_URL', 'https://paywarden.example/?'],
+    ['FACILITATOR_URL', 'https://facilitator.example/x402#'],
     ['MARKET_GECKOTERMINAL_URL', 'https://api.geckoterminal.com/api/v2'],
     ['MARKET_GECKOTERMINAL_URL', 'https://api.geckoterminal.com/api/v2/'],
     // A shutdown waits for two facilitator calls and a chain read: within Node's timer limit.
@@ -168,6 +170,10 @@ describe('parseConfig', () => {
     const err = configError({ DATABASE_URL: 'postgres://app:s3cret-pw@[db/paywarden' });
     expect(err.message).toContain('DATABASE_URL');
     expect(err.message).not.toContain('s3cret-pw');
+  });
+
+  it('says which file a database URL names cannot be read', () => {
+    expect(configError({ DATABASE_URL: 'postgres://u@h/db?sslrootcert=/nonexistent/ca.pem' }).message).toMatch(/DATABASE_URL: a file it names .* cannot be read/);
   });
 
   it('accepts what the clients accept: a password with a space, a socket host, an RPC key in the query', () => {

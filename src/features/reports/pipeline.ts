@@ -131,7 +131,7 @@ export class PaidReports {
     if (order?.report_id) {
       // An order whose payment failed may be paid again; any other bound order delivers its report.
       const bound = await this.mustLoad(order.report_id);
-      if (bound.status !== 'failed') return this.deliver(def, request, reply, await this.settlement.resume(bound));
+      if (bound.status !== 'failed') return this.deliver(request, reply, await this.settlement.resume(bound));
     }
 
     const signature = header(request, 'payment-signature');
@@ -141,7 +141,7 @@ export class PaidReports {
     }
     const payment = await this.identify(def, request, signature);
     const existing = await this.guardStorage(() => this.store.byAuth(payment.authId));
-    if (existing) return this.resumePurchase(def, request, reply, existing, path, inputDigest, payment.digest);
+    if (existing) return this.resumePurchase(request, reply, existing, path, inputDigest, payment.digest);
 
     // A copy of this request (a client's retry, or the same request at another instance) may have
     // stored and settled this authorization while this one was at the facilitator, which then
@@ -149,7 +149,7 @@ export class PaidReports {
     // it, never ask for another payment or say that nothing was charged.
     const meanwhile = async () => {
       const row = await this.guardStorage(() => this.store.byAuth(payment.authId));
-      return row && this.resumePurchase(def, request, reply, row, path, inputDigest, payment.digest);
+      return row && this.resumePurchase(request, reply, row, path, inputDigest, payment.digest);
     };
     // Every payment sent on costs a facilitator call: a source whose payments keep being refused
     // (made-up or unfunded authorizations) is stopped here, before the facilitator. Each payment
@@ -205,8 +205,8 @@ export class PaidReports {
       settled_at: null,
     };
     const stored = await this.storeWithOrder(row, order, path, input, inputDigest, now);
-    if (!stored.inserted) return this.resumePurchase(def, request, reply, await this.mustLoadByAuth(payment.authId), path, inputDigest, payment.digest);
-    return this.deliver(def, request, reply, await this.settlement.settleNew(row, stored.recoveryKey));
+    if (!stored.inserted) return this.resumePurchase(request, reply, await this.mustLoadByAuth(payment.authId), path, inputDigest, payment.digest);
+    return this.deliver(request, reply, await this.settlement.settleNew(row, stored.recoveryKey));
   }
 
   /** A paid request may name a recovery order; it must be for this very report and input. */
@@ -244,9 +244,9 @@ export class PaidReports {
   }
 
   /** The report an authorization already bought, if this request is the same purchase. */
-  private async resumePurchase(def: PaidReportDef, request: FastifyRequest, reply: FastifyReply, row: PaidReportRow, path: string, inputDigest: string, paymentDigest: string): Promise<FastifyReply> {
+  private async resumePurchase(request: FastifyRequest, reply: FastifyReply, row: PaidReportRow, path: string, inputDigest: string, paymentDigest: string): Promise<FastifyReply> {
     this.checkSamePurchase(row, path, inputDigest, paymentDigest);
-    return this.deliver(def, request, reply, await this.settlement.resume(row));
+    return this.deliver(request, reply, await this.settlement.resume(row));
   }
 
   private checkSamePurchase(row: PaidReportRow, path: string, inputDigest: string, paymentDigest: string): void {
@@ -312,7 +312,7 @@ export class PaidReports {
     throw challengeProblem(reason === undefined ? gate : { ...gate, reason }, paid, PAID_REPORTS[def.name].price);
   }
 
-  private async deliver(def: PaidReportDef, request: FastifyRequest, reply: FastifyReply, d: Delivery): Promise<FastifyReply> {
+  private async deliver(request: FastifyRequest, reply: FastifyReply, d: Delivery): Promise<FastifyReply> {
     for (const [k, v] of Object.entries(d.headers)) reply.header(k, v);
     if (d.kind === 'report') return reply.status(200).send({ ...d.report, receipt: d.receipt });
     if (d.kind === 'pending') {
