@@ -137,3 +137,13 @@ export async function readOnBase<T>(chain: ChainClient, read: () => Promise<T>, 
   const [, value] = await upstream(() => Promise.all([onBase(chain, asked), read()]));
   return value;
 }
+
+/**
+ * The blocks from `from` to `to` (inclusive) as consecutive ranges of at most `size` blocks: the
+ * eth_getLogs requests of a provider that refuses wider ones (RPC_LOG_BLOCK_RANGE).
+ */
+export function blockRanges(from: bigint, to: bigint, size: bigint): Array<[bigint, bigint]> {
+  const out: Array<[bigint, bigint]> = [];
+  for (let at = from; at <= to; at += size) out.push([at, at + size - 1n < to ? at + size - 1n : to]);
+  return out;
+}

@@ -4,6 +4,7 @@ import { startChain, type ChainHandle } from '../../src/devnet/chain.js';
 import { createChainClient, readOnBase, upstream } from '../../src/platform/chain.js';
 import { AppError } from '../../src/platform/errors.js';
 import { quickCheck } from '../../src/features/reports/quick-check.js';
+import { jsonRpc } from '../helpers/http.js';
 
 /**
  * BASE_RPC_URLS lists fallbacks. Each URL must prove it serves Base before it answers anything:
@@ -17,7 +18,7 @@ describe('several RPC URLs: every one of them must serve Base', () => {
   beforeAll(async () => {
     [base, testnet] = await Promise.all([startChain(), startChain({ chainId: 84532 })]);
     // Distinguishable block heights: the testnet is 40 blocks ahead.
-    await fetch(testnet.rpcUrl, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'anvil_mine', params: ['0x28'] }) });
+    await jsonRpc(testnet.rpcUrl, 'anvil_mine', ['0x28']);
     const gone = await startChain();
     deadUrl = gone.rpcUrl;
     await gone.stop();

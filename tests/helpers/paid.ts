@@ -9,6 +9,7 @@ import type { Config } from '../../src/config.js';
 import { baseDevnetChain, startDevnet, USDC_ADDRESS, type Devnet } from '../../src/devnet/index.js';
 import { createTestApp, type TestApp, type TestAppOptions } from './app.js';
 import type { TestDatabase } from './db.js';
+import { jsonRpc } from './http.js';
 
 export interface PaidStack {
   devnet: Devnet;
@@ -290,7 +291,4 @@ export async function startHoldingStack(base: PaidStack, config: Partial<Config>
 }
 
 /** A JSON-RPC call to the devnet's node (anvil_mine, evm_increaseTime, …). */
-export const devnetRpc = (devnet: Devnet, method: string, params: unknown[]) =>
-  fetch(devnet.rpcUrl, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ jsonrpc: '2.0', id: 1, method, params }) }).then(
-    (r) => r.json() as Promise<{ result?: unknown; error?: unknown }>,
-  );
+export const devnetRpc = (devnet: Devnet, method: string, params: unknown[]) => jsonRpc(devnet.rpcUrl, method, params);

@@ -1,6 +1,7 @@
 import { createPublicClient, http } from 'viem';
 import { base } from 'viem/chains';
 import type { ChainClient } from '../../src/platform/chain.js';
+import { jsonRpc } from './http.js';
 
 export interface CountingChain {
   chain: ChainClient;
@@ -29,7 +30,7 @@ export function countingChain(rpcUrl: string, deny: string[] = [], opts: { maxLo
     if (!Array.isArray(body) && denied.has(one.method)) return refuse(one.id, -32601, `the method ${one.method} does not exist/is not available`);
     // As a hosted provider does: an eth_getLogs over more than maxLogSpan blocks is refused.
     // Base makes a block every 2 s: one may land between a report's reads.
-    if (!Array.isArray(body) && one.method === 'eth_getLogs' && opts.mineBeforeLogs) await rawRpc(rpcUrl, 'anvil_mine', ['0x1']);
+    if (!Array.isArray(body) && one.method === 'eth_getLogs' && opts.mineBeforeLogs) await jsonRpc(rpcUrl, 'anvil_mine', ['0x1']);
     if (!Array.isArray(body) && one.method === 'eth_getLogs' && opts.maxLogSpan !== undefined) {
       const [filter] = body.params as [{ fromBlock: string; toBlock: string }];
       const to = filter.toBlock === 'latest' ? await blockNumberOf(rpcUrl) : BigInt(filter.toBlock);
@@ -41,18 +42,12 @@ export function countingChain(rpcUrl: string, deny: string[] = [], opts: { maxLo
   return { chain: chain as ChainClient, methods, deny: denied, reset: () => void methods.splice(0) };
 }
 
-/** A JSON-RPC call the counting chain does not count (the fake provider's own). */
-async function rawRpc(rpcUrl: string, method: string, params: unknown[]): Promise<unknown> {
-  const res = await fetch(rpcUrl, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ jsonrpc: '2.0', id: 1, method, params }) });
-  return ((await res.json()) as { result: unknown }).result;
-}
-
-/** The node's latest block number. */
-export const blockNumberOf = async (rpcUrl: string): Promise<bigint> => BigInt((await rawRpc(rpcUrl, 'eth_blockNumber', [])) as string);
+/** The node's latest block number (the fake provider's own read: not counted). */
+const blockNumberOf = async (rpcUrl: string): Promise<bigint> => BigInt((await jsonRpc(rpcUrl, 'eth_blockNumber', [])).result as string);
 
 /** Mines empty blocks until the node's latest block is at least `block`; returns the latest. */
 export async function mineTo(rpcUrl: string, block: bigint): Promise<bigint> {
   const latest = await blockNumberOf(rpcUrl);
-  if (latest < block) await rawRpc(rpcUrl, 'anvil_mine', [`0x${(block - latest).toString(16)}`]);
+  if (latest < block) await jsonRpc(rpcUrl, 'anvil_mine', [`0x${(block - latest).toString(16)}`]);
   return blockNumberOf(rpcUrl);
 }

@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { encodeAbiParameters, getAddress, keccak256, numberToHex, pad, type Address, type Hex } from 'viem';
 import type { Static } from 'typebox';
 import { digestOf } from '../../platform/canonical.js';
-import { readOnBase, type ChainClient } from '../../platform/chain.js';
+import { blockRanges, readOnBase, type ChainClient } from '../../platform/chain.js';
 import type { PreflightRequest } from '../reports/schemas.js';
 import { TRANSFER_TOPIC } from '../reports/usdc-transfers.js';
 import { assetChanges, balanceChanges, decodeLogs, movementsOf } from './assets.js';
@@ -211,9 +211,8 @@ async function recentPayees(chain: ChainClient, from: Address, head: bigint, loo
   if (!whole.ok && whole.error.code !== null && logBlockRange !== undefined && logBlockRange > 1) {
     const size = BigInt(logBlockRange - Math.min(30, Math.floor(logBlockRange / 10)));
     const first = head - start + 1n > size * BigInt(MAX_LOG_PIECES) ? head - size * BigInt(MAX_LOG_PIECES) + 1n : start;
-    const pieces: Array<[bigint, bigint | 'latest']> = [];
-    for (let at = first; at <= head; at += size) pieces.push([at, at + size - 1n >= head ? 'latest' : at + size - 1n]);
-    const read = await Promise.all(pieces.map(([a, b]) => logs(a, b)));
+    const pieces = blockRanges(first, head, size);
+    const read = await Promise.all(pieces.map(([a, b], i) => logs(a, i === pieces.length - 1 ? 'latest' : b)));
     found = read.every((r) => r.ok) ? read.flatMap((r) => (r.ok ? r.value : [])) : null;
   }
   if (found === null) return null;

@@ -1,5 +1,5 @@
 import { decodeEventLog, encodeEventTopics, pad, parseAbi, toHex, type Hex } from 'viem';
-import { onBase, type ChainClient } from '../../platform/chain.js';
+import { blockRanges, onBase, type ChainClient } from '../../platform/chain.js';
 import { USDC_ADDRESS } from '../../platform/prices.js';
 
 const usdcEvents = parseAbi([
@@ -80,8 +80,7 @@ export async function findSettlement(
     pad(want.payer.toLowerCase() as Hex, { size: 32 }),
     want.nonce.toLowerCase() as Hex,
   ];
-  for (let from = want.fromBlock; from <= block.number; from += range) {
-    const to = from + range - 1n < block.number ? from + range - 1n : block.number;
+  for (const [from, to] of blockRanges(want.fromBlock, block.number, range)) {
     const logs = await chain.request({
       method: 'eth_getLogs',
       params: [{ address: USDC_ADDRESS, topics, fromBlock: toHex(from), toBlock: toHex(to) }],
