@@ -10,7 +10,7 @@ export default defineConfig({
     projects: [
       { test: { ...shared, name: 'sqlite', env: { PAYWARDEN_TEST_DB: 'sqlite' } } },
       ...(process.env.TEST_DATABASE_URL
-        ? [{ test: { ...shared, name: 'postgres', exclude: ['tests/unit/**', 'tests/devnet/**'], env: { PAYWARDEN_TEST_DB: 'postgres' } } }]
+        ? [{ test: { ...shared, name: 'postgres', globalSetup: ['tests/pg-run.ts'], exclude: ['tests/unit/**', 'tests/devnet/**'], env: { PAYWARDEN_TEST_DB: 'postgres' } } }]
         : []),
     ],
   },

@@ -4,7 +4,7 @@ import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openDatabase } from '../../src/platform/db/database.js';
 import { createTestApp, json, useTwoTestApps, type TestApp } from '../helpers/app.js';
-import { sharedDatabase, testDialect, type TestDatabase } from '../helpers/db.js';
+import { pgTestName, sharedDatabase, testDialect, type TestDatabase } from '../helpers/db.js';
 import { bearer, createPolicy, decide, decideRaw, putPolicy, rules } from '../helpers/policies.js';
 
 /** Resolves to 'timeout' if `p` has not settled within `ms`. */
@@ -127,8 +127,8 @@ describe.skipIf(testDialect !== 'postgres')('concurrent policy replacements on t
  */
 describe.skipIf(testDialect !== 'postgres')('a role whose default isolation is serializable', () => {
   const tag = randomBytes(6).toString('hex');
-  const role = `pw_test_role_${tag}`;
-  const schema = `pw_test_${tag}`;
+  const role = pgTestName('pw_test_role', tag);
+  const schema = pgTestName('pw_test', tag);
   let admin: pg.Client;
   let url: string;
   beforeAll(async () => {

@@ -1,6 +1,10 @@
 import { randomBytes } from 'node:crypto';
 import pg from 'pg';
+import { inject } from 'vitest';
 import { openDatabase, type Database, type DatabaseOptions } from '../../src/platform/db/database.js';
+
+/** A PostgreSQL schema or role name of this test run (tests/pg-run.ts drops them all when it ends). */
+export const pgTestName = (prefix: string, tag: string) => `${prefix}_${inject('pgRunTag')}_${tag}`;
 
 export const testDialect = (process.env.PAYWARDEN_TEST_DB ?? 'sqlite') as 'sqlite' | 'postgres';
 
@@ -21,7 +25,7 @@ export async function createTestDatabase(opts: { poolSize?: number } = {}): Prom
   if (testDialect === 'postgres') {
     const url = process.env.TEST_DATABASE_URL;
     if (!url) throw new Error('PAYWARDEN_TEST_DB=postgres needs TEST_DATABASE_URL');
-    const pgSchema = `pw_test_${tag}`;
+    const pgSchema = pgTestName('pw_test', tag);
     const admin = new pg.Client({ connectionString: url });
     await admin.connect();
     await admin.query(`create schema ${pgSchema}`);
