@@ -1,6 +1,7 @@
 import { BaseError, createPublicClient, fallback, http, HttpRequestError, TimeoutError, type PublicClient, type Transport } from 'viem';
 import { base } from 'viem/chains';
 import type { Config } from '../config.js';
+import { boundedFetch } from './bounded-fetch.js';
 import { AppError } from './errors.js';
 
 /**
@@ -10,11 +11,19 @@ import { AppError } from './errors.js';
  */
 export type ChainClient = PublicClient<Transport, typeof base>;
 
+/**
+ * Longest JSON-RPC answer read. The largest the service asks for is the preflight's eth_getLogs
+ * of one sender's USDC transfers over 10,000 blocks (about 700 bytes a log); a longer answer is
+ * a transport failure, as viem reports any other (see boundedFetch).
+ */
+export const MAX_RPC_BODY_BYTES = 8 * 1024 * 1024;
+const readRpcAnswer = boundedFetch(MAX_RPC_BODY_BYTES);
+
 export function createChainClient(config: Pick<Config, 'rpcUrls' | 'rpcTimeoutMs'>, opts: { anyChain?: boolean } = {}): ChainClient {
   if (config.rpcUrls.length === 0) throw new Error('createChainClient: at least one RPC URL is required');
   // anyChain: no URL is asked for its chain first (the quick check, whose report is that chain id).
   const transports = config.rpcUrls.map((url) => {
-    const transport = http(url, { timeout: config.rpcTimeoutMs, retryCount: 1 });
+    const transport = http(url, { timeout: config.rpcTimeoutMs, retryCount: 1, fetchFn: readRpcAnswer });
     return opts.anyChain ? transport : servingBase(transport);
   });
   return createPublicClient({
@@ -84,18 +93,24 @@ const URL_RE = /\bhttps?:\/\/[^\s"'<>]+/gi;
 const redactUrls = (s: string) => s.replace(URL_RE, '<rpc-url>');
 
 /**
- * Runs chain reads and turns a viem failure (transport error, timeout, JSON-RPC error) into a
- * 502 AppError. The `cause` keeps viem's short message for the logs, with URLs redacted.
- * Anything that is not a viem error is a bug of ours and is rethrown as is (a 500).
+ * Runs chain reads and turns a failure into a 502 AppError: a viem failure (transport error,
+ * timeout, JSON-RPC error), and an answer that could not be read. viem formats answers with
+ * plain BigInt and hex conversions, and `fn` decodes what it was given: a malformed answer
+ * (`"banana"` for a block number, `null` for a receipt's logs) throws a SyntaxError or a
+ * TypeError, which is the node's fault, not the caller's (no 400) and not a crash (no 500).
+ * An AppError thrown inside is passed on as it is. The `cause` keeps a short message for the
+ * logs, with URLs redacted.
  */
 export async function upstream<T>(fn: () => Promise<T>): Promise<T> {
   try {
     return await fn();
   } catch (e) {
-    if (!(e instanceof BaseError)) throw e;
+    if (e instanceof AppError) throw e;
     const err = new AppError('upstream_unavailable', UPSTREAM_DETAIL);
-    const cause = new Error(redactUrls(`${e.name}: ${e.shortMessage}${e.details ? ` (${e.details})` : ''}`));
-    cause.name = 'RpcFailure';
+    const cause =
+      e instanceof BaseError
+        ? Object.assign(new Error(redactUrls(`${e.name}: ${e.shortMessage}${e.details ? ` (${e.details})` : ''}`)), { name: 'RpcFailure' })
+        : Object.assign(new Error(redactUrls(`${(e as Error)?.name ?? 'Error'}: ${String((e as Error)?.message ?? e)}`).slice(0, 200)), { name: 'RpcAnswerUnreadable' });
     err.cause = cause;
     throw err;
   }
@@ -140,10 +155,9 @@ export async function readOnBase<T>(chain: ChainClient, read: () => Promise<T>, 
 
 /**
  * The blocks from `from` to `to` (inclusive) as consecutive ranges of at most `size` blocks: the
- * eth_getLogs requests of a provider that refuses wider ones (RPC_LOG_BLOCK_RANGE).
+ * eth_getLogs requests of a provider that refuses wider ones (RPC_LOG_BLOCK_RANGE). Made one at
+ * a time, as they are read: `to` is the node's word and may be absurdly far.
  */
-export function blockRanges(from: bigint, to: bigint, size: bigint): Array<[bigint, bigint]> {
-  const out: Array<[bigint, bigint]> = [];
-  for (let at = from; at <= to; at += size) out.push([at, at + size - 1n < to ? at + size - 1n : to]);
-  return out;
+export function* blockRanges(from: bigint, to: bigint, size: bigint): Generator<[bigint, bigint]> {
+  for (let at = from; at <= to; at += size) yield [at, at + size - 1n < to ? at + size - 1n : to];
 }

@@ -158,7 +158,9 @@ export function toAppError(err: unknown): AppError {
     case 'FST_ERR_CTP_INVALID_JSON_BODY':
       return new AppError('malformed_json', 'the body is not valid JSON');
   }
-  if (err instanceof SyntaxError || e?.code === 'FST_ERR_CTP_INVALID_CONTENT_LENGTH') {
+  // A SyntaxError is the body's only when the body parser says so (statusCode 400): one thrown
+  // while serving the request (BigInt of a malformed upstream answer) is no fault of the caller.
+  if ((err instanceof SyntaxError && e.statusCode === 400) || e?.code === 'FST_ERR_CTP_INVALID_CONTENT_LENGTH') {
     return new AppError('malformed_json', 'the body is not valid JSON');
   }
   if (typeof e?.statusCode === 'number' && e.statusCode >= 400 && e.statusCode < 500) {

@@ -185,7 +185,12 @@ async function readTokens(chain: ChainClient, tokens: Address[]): Promise<Map<st
   const req = { accounts: [], tokens };
   const call = contextCall(req);
   const r = await optional(rpc<Hex>(chain, 'eth_call', [{ to: call.to, data: call.data }, 'latest', call.stateOverride]));
-  return r.ok ? decodeContext(req, r.value).tokens : new Map();
+  if (!r.ok) return new Map();
+  try {
+    return decodeContext(req, r.value).tokens;
+  } catch {
+    return new Map(); // an answer that is not the call's output: as unreadable
+  }
 }
 
 /**
@@ -211,14 +216,21 @@ async function recentPayees(chain: ChainClient, from: Address, head: bigint, loo
   if (!whole.ok && whole.error.code !== null && logBlockRange !== undefined && logBlockRange > 1) {
     const size = BigInt(logBlockRange - Math.min(30, Math.floor(logBlockRange / 10)));
     const first = head - start + 1n > size * BigInt(MAX_LOG_PIECES) ? head - size * BigInt(MAX_LOG_PIECES) + 1n : start;
-    const pieces = blockRanges(first, head, size);
+    const pieces = [...blockRanges(first, head, size)];
     const read = await Promise.all(pieces.map(([a, b], i) => logs(a, i === pieces.length - 1 ? 'latest' : b)));
     found = read.every((r) => r.ok) ? read.flatMap((r) => (r.ok ? r.value : [])) : null;
   }
-  if (found === null) return null;
+  // An answer that is not a list of Transfer logs (a node's odd shape) is as unreadable as none.
+  if (found === null || !Array.isArray(found) || !found.every(isTransferLog)) return null;
   const out = new Map<string, Address>();
-  for (const l of found) if (l.topics[2] && l.data !== '0x' && BigInt(l.data) > 0n) out.set(l.topics[2].toLowerCase(), topicAddress(l.topics[2]));
+  for (const l of found) if (l.data !== '0x' && BigInt(l.data) > 0n) out.set(l.topics[2]!.toLowerCase(), topicAddress(l.topics[2]!));
   return [...out.values()];
+}
+
+/** A log with a payee topic (32 bytes) and a value word, as USDC's Transfer has. */
+function isTransferLog(l: unknown): l is { topics: Hex[]; data: Hex } {
+  const { topics, data } = (l ?? {}) as { topics?: unknown; data?: unknown };
+  return Array.isArray(topics) && typeof topics[2] === 'string' && /^0x[0-9a-fA-F]{64}$/.test(topics[2]) && typeof data === 'string' && /^0x[0-9a-fA-F]{0,64}$/.test(data);
 }
 
 const BLIND_CALL =

@@ -16,19 +16,26 @@ export async function rpc<T>(chain: ChainClient, method: string, params: unknown
 }
 
 /**
+ * HTTP statuses of the provider in front of the node, not of the node: a refused or expired key
+ * or a spent quota (401, 403, 407), a timeout (408), too many requests (429). The node was not
+ * asked, so nothing may be concluded (and recorded) about the transaction from them.
+ */
+const NOT_AN_ANSWER: ReadonlySet<number> = new Set([401, 403, 407, 408, 429]);
+
+/**
  * The node answered, with a JSON-RPC error (or an HTTP 4xx that providers use for "method not
  * allowed"): the method, its parameters or the transaction are the problem, not reachability.
- * Anything else (timeout, refused connection, 5xx, 429) is a transport failure and the caller
+ * Anything else (timeout, refused connection, 5xx, NOT_AN_ANSWER) is a transport failure and the caller
  * lets it become a 502, so nothing is charged for a report the chain could not be asked for.
  */
 export function answeredError(e: unknown): { code: number | null; message: string; data: unknown } | null {
   if (!(e instanceof BaseError)) return null;
   const rpcErr = e.walk((c) => c instanceof RpcRequestError) as RpcRequestError | null;
-  if (rpcErr && (rpcErr.status === undefined || rpcErr.status < 500) && rpcErr.status !== 429) {
+  if (rpcErr && (rpcErr.status === undefined || (rpcErr.status < 500 && !NOT_AN_ANSWER.has(rpcErr.status)))) {
     return { code: rpcErr.code, message: `${rpcErr.details ?? ''}`, data: rpcErr.data };
   }
   const http = e.walk((c) => c instanceof HttpRequestError) as HttpRequestError | null;
-  if (http?.status && http.status >= 400 && http.status < 500 && http.status !== 429 && http.status !== 408) {
+  if (http?.status && http.status >= 400 && http.status < 500 && !NOT_AN_ANSWER.has(http.status)) {
     return { code: null, message: http.details ?? '', data: undefined };
   }
   return null;

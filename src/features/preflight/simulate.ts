@@ -187,7 +187,9 @@ async function fallback(
     nativeTransfers: [],
     ...base,
     failure: null,
-    unavailable: `the node could not simulate the transaction (eth_simulateV1 and eth_call failed: ${called.error.message.slice(0, 120)})`,
+    // The node's own words are not quoted: they are the provider's text (it may name a URL or a
+    // key) and this text is signed into evidence; the JSON-RPC code says what kind of refusal it was.
+    unavailable: `the node could not simulate the transaction (eth_simulateV1 and eth_call were refused${called.error.code === null ? '' : `, JSON-RPC error ${called.error.code}`})`,
   };
 }
 

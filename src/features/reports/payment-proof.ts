@@ -176,6 +176,8 @@ const orNull = <T>(p: Promise<T>, missing: new (...a: never[]) => Error): Promis
     throw e;
   });
 
+const sameHash = (a: unknown, b: string) => typeof a === 'string' && a.toLowerCase() === b.toLowerCase();
+
 /**
  * RPC calls: the receipt, the head and the safe and finalized heads, in parallel (4 calls, one
  * round trip); only without a receipt a 5th, eth_getTransactionByHash, tells pending from
@@ -200,6 +202,11 @@ export async function gatherEvidence(
       const tx = await orNull(chain.getTransaction({ hash }), TransactionNotFoundError);
       const evidence: PaymentEvidence = { found: tx !== null, mined: false, confirmations: 0, transfers: [], finality: null };
       return { evidence, blockNumber: null };
+    }
+    // The receipt must be the one asked for, with a status Base gives (success or reverted):
+    // anything else is the node's garbage and would be judged as if it were this payment.
+    if (!sameHash(receipt.transactionHash, hash) || (receipt.status !== 'success' && receipt.status !== 'reverted')) {
+      throw new Error('the node answered a receipt that is not of this transaction, or has no known status');
     }
     // A load-balanced node can lag behind the one that served the receipt: a mined
     // transaction has at least its own block as confirmation.

@@ -46,7 +46,8 @@ const same = (a: string, b: string) => a.toLowerCase() === b.toLowerCase();
  * transaction the facilitator named earlier (`at.knownTx`) is checked first; then USDC's
  * authorizationState says whether the nonce was used at all, and only when it was are the
  * AuthorizationUsed logs searched, from the block the order was stored at, in chunks of
- * `at.logBlockRange` blocks (a single request over hours of blocks is refused by most providers).
+ * `at.logBlockRange` blocks (a single request over hours of blocks is refused by most providers),
+ * and no further than `at.maxSpanBlocks` past that block.
  *
  * Only Base's word counts: an RPC that does not say it serves Base (a fork or a testnet URL set
  * by mistake, which may well hold the very transaction) is refused before anything is read, as
@@ -55,7 +56,7 @@ const same = (a: string, b: string) => a.toLowerCase() === b.toLowerCase();
 export async function findSettlement(
   chain: ChainClient,
   want: ExpectedSettlement,
-  at: { txHash?: string | undefined; knownTx?: string | null | undefined; logBlockRange?: number } = {},
+  at: { txHash?: string | undefined; knownTx?: string | null | undefined; logBlockRange?: number; maxSpanBlocks?: number } = {},
 ): Promise<LookupResult> {
   await onBase(chain);
   if (at.txHash) return settlementAt(chain, want, at.txHash as Hex);
@@ -75,20 +76,28 @@ export async function findSettlement(
   });
   if (!used) return { found: false, reason: 'this payment authorization has not been used on chain', unusedAt: block.timestamp };
   const range = at.logBlockRange && at.logBlockRange > 0 ? BigInt(at.logBlockRange) : DEFAULT_LOG_BLOCK_RANGE;
+  // A head far beyond what the order's lifetime can span is no head Base has (a node's garbage,
+  // 2^50 say): reading up to it would never end. The chain is then as unreadable.
+  if (at.maxSpanBlocks !== undefined && block.number - want.fromBlock > BigInt(at.maxSpanBlocks)) {
+    throw new Error(`the node's latest block ${block.number} is more than ${at.maxSpanBlocks} blocks after block ${want.fromBlock}`);
+  }
   const topics = [
     [encodeEventTopics({ abi: usdcEvents, eventName: 'AuthorizationUsed' })[0]!, encodeEventTopics({ abi: usdcEvents, eventName: 'AuthorizationCanceled' })[0]!],
     pad(want.payer.toLowerCase() as Hex, { size: 32 }),
     want.nonce.toLowerCase() as Hex,
   ];
   for (const [from, to] of blockRanges(want.fromBlock, block.number, range)) {
-    const logs = await chain.request({
+    const logs: unknown = await chain.request({
       method: 'eth_getLogs',
       params: [{ address: USDC_ADDRESS, topics, fromBlock: toHex(from), toBlock: toHex(to) }],
     });
-    const log = logs[0];
+    if (!Array.isArray(logs)) throw new Error('eth_getLogs answered no list of logs');
+    // The node's filter is not trusted: only a USDC log of this very authorization (payer and
+    // nonce) counts. A provider that ignored the topics would otherwise hand over someone else's
+    // Transfer, and a settled payment would be judged "used for another transfer".
+    const log = logs.find((l) => authorizationEvent(l, want) !== undefined);
     if (!log) continue;
-    const event = decodeEventLog({ abi: usdcEvents, data: log.data, topics: log.topics as [Hex, ...Hex[]] });
-    if (event.eventName === 'AuthorizationCanceled') {
+    if (authorizationEvent(log, want) === 'AuthorizationCanceled') {
       return { found: false, reason: 'the payer cancelled this payment authorization', spentElsewhere: true };
     }
     const settled = await settlementAt(chain, want, log.transactionHash as Hex);
@@ -99,11 +108,20 @@ export async function findSettlement(
   return last ?? { found: false, reason: 'the authorization was used, but no settlement of it was found since the order was stored' };
 }
 
+/** The event of a log that USDC emitted for this authorization (payer and nonce), or undefined. */
+function authorizationEvent(log: unknown, want: ExpectedSettlement): 'AuthorizationUsed' | 'AuthorizationCanceled' | undefined {
+  const l = log as { address?: unknown; data?: unknown; topics?: unknown; removed?: unknown; transactionHash?: unknown } | null;
+  if (!l || l.removed === true || typeof l.address !== 'string' || typeof l.data !== 'string' || !Array.isArray(l.topics) || typeof l.transactionHash !== 'string') return undefined;
+  const event = usdcEvent(l as { address: string; data: Hex; topics: Hex[] });
+  if (event?.eventName !== 'AuthorizationUsed' && event?.eventName !== 'AuthorizationCanceled') return undefined;
+  return same(event.args.authorizer, want.payer) && same(event.args.nonce, want.nonce) ? event.eventName : undefined;
+}
+
 const NOT_OURS = 'the transaction does not settle this payment authorization';
 
 async function settlementAt(chain: ChainClient, want: ExpectedSettlement, hash: Hex): Promise<LookupResult> {
   const receipt = await chain.getTransactionReceipt({ hash }).catch(() => undefined);
-  if (!receipt) return { found: false, reason: 'transaction not found or not mined' };
+  if (!receipt || !same(String(receipt.transactionHash), hash)) return { found: false, reason: 'transaction not found or not mined' };
   if (receipt.status !== 'success') return { found: false, reason: 'transaction reverted' };
   if (!settles(receipt.logs, want)) return { found: false, reason: NOT_OURS };
   const head = await chain.getBlockNumber({ cacheTime: 0 });
