@@ -7,7 +7,7 @@ import {
   x402ResourceServer,
   type RouteConfig,
 } from '@x402/core/server';
-import { decodePaymentRequiredHeader, decodePaymentSignatureHeader } from '@x402/core/http';
+import { decodePaymentRequiredHeader, decodePaymentSignatureHeader, encodePaymentRequiredHeader } from '@x402/core/http';
 import { FacilitatorResponseError, SettleError, VerifyError, type PaymentPayload, type PaymentRequirements } from '@x402/core/types';
 import { ExactEvmScheme } from '@x402/evm/exact/server';
 import { bazaarResourceServerExtension, declareDiscoveryExtension } from '@x402/extensions/bazaar';
@@ -121,6 +121,36 @@ function checkPaymentText(header: string, payload: unknown): void {
   }
 }
 
+/**
+ * A reason as a caller may see it: keys redacted before the text is cut (a cut through a key,
+ * and a reason may quote a member name the caller sent, would leave a run too short to be
+ * recognised as one), no control characters, no URLs (a facilitator's may hold its API key),
+ * at most 200 characters.
+ */
+function shownReason(reason: string): string {
+  return redactKeys(reason)
+    .replace(/[\u0000-\u001f\u007f]+/g, ' ')
+    .replace(/\b[a-z][a-z0-9+.-]*:\/\/\S+/gi, '<url>')
+    .slice(0, 200);
+}
+
+/**
+ * The SDK's challenge headers with the reason in PAYMENT-REQUIRED shown as `shownReason` shows
+ * it: the SDK copies the facilitator's invalidReason there verbatim, of any length (a header of
+ * tens of kilobytes that the x402 client cannot even read) and with whatever it quotes.
+ */
+function withShownReason(headers: Record<string, string>): Record<string, string> {
+  const name = Object.keys(headers).find((k) => k.toLowerCase() === 'payment-required');
+  if (!name) return headers;
+  try {
+    const required = decodePaymentRequiredHeader(headers[name]!);
+    if (typeof required.error !== 'string' || shownReason(required.error) === required.error) return headers;
+    return { ...headers, [name]: encodePaymentRequiredHeader({ ...required, error: shownReason(required.error) }) };
+  } catch {
+    return headers;
+  }
+}
+
 /** Why the SDK answered with a challenge: the `error` of its PAYMENT-REQUIRED header. */
 function challengeReason(headers: Record<string, string>): string {
   const header = Object.entries(headers).find(([k]) => k.toLowerCase() === 'payment-required')?.[1];
@@ -137,17 +167,11 @@ function challengeReason(headers: Record<string, string>): string {
  * The problem answered instead of a report when the SDK gives a challenge: `payment_required`
  * when no payment was sent, `payment_invalid` when the one sent was not accepted, and
  * `precondition_failed` for the SDK's 412 (an allowance the payer must grant first). The reason
- * is the one PAYMENT-REQUIRED already carries to the caller, kept short and free of addresses.
- * The SDK's headers (PAYMENT-REQUIRED first of all) go out unchanged.
+ * is the one PAYMENT-REQUIRED already carries to the caller (see withShownReason).
  */
 export function challengeProblem(gate: { status: number; headers: Record<string, string>; reason: string }, paid: boolean, price: string): AppError {
   const headers = gate.headers;
-  // Redacted before it is cut: a cut through a key (a reason may quote a member name the caller
-  // sent) would leave a run too short to be recognised as one.
-  const reason = redactKeys(gate.reason)
-    .replace(/[\u0000-\u001f\u007f]+/g, ' ')
-    .replace(/\b[a-z][a-z0-9+.-]*:\/\/\S+/gi, '<url>')
-    .slice(0, 200);
+  const reason = shownReason(gate.reason);
   if (gate.status === 412) {
     return new AppError('precondition_failed', `the payment needs a precondition first (${reason}); see PAYMENT-REQUIRED; nothing was charged`, { headers });
   }
@@ -313,7 +337,7 @@ export class PaymentGateway {
     if (result.type === 'payment-error') {
       // The SDK's body is `{}`; the caller gets a problem body instead (built per request, for its
       // requestId), so only the status, the headers and the reason are kept.
-      const headers = Object.fromEntries(Object.entries(result.response.headers).filter(([k]) => k.toLowerCase() !== 'content-type'));
+      const headers = withShownReason(Object.fromEntries(Object.entries(result.response.headers).filter(([k]) => k.toLowerCase() !== 'content-type')));
       const answer: GateResult = { kind: 'respond', status: result.response.status, headers, reason: challengeReason(headers) };
       if (!paymentHeader && result.response.status === 402 && this.challenges.size < 64) this.challenges.set(`${request.method} ${path}`, answer);
       return answer;

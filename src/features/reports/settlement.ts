@@ -34,20 +34,21 @@ export class SettlementService {
   async settleNew(row: PaidReportRow, recoveryKey: string | undefined): Promise<Delivery> {
     const { payload, requirements, extensions } = paymentOf(row);
     const outcome = await this.gateway.settle(payload, requirements, extensions ?? undefined);
-    if (outcome.kind === 'settled') return this.finalize(row, outcome.transaction, outcome.payer || row.payer, outcome.headers, recoveryKey);
-    if (outcome.kind === 'pending') return this.pending(row, outcome.reason, outcome.transaction, recoveryKey);
-    if (/nonce|already.?used/i.test(outcome.reason)) return this.pending(row, outcome.reason, undefined, recoveryKey);
+    if (outcome.kind === 'settled') return this.settledByFacilitator(row, outcome.transaction, recoveryKey);
+    if (outcome.kind === 'pending') return this.pending(row, facilitatorReason(outcome.reason), outcome.transaction, recoveryKey);
+    if (/nonce|already.?used/i.test(outcome.reason)) return this.pending(row, facilitatorReason(outcome.reason), undefined, recoveryKey);
     // "Nothing was charged" must be true before it is said: a rejected settle can still race a
     // transfer of the same authorization that did land (the payer, or another settle of it, may
     // have submitted it first; the loser then reverts as "transaction failed"). Ask the chain.
     const seen = await this.lookup(row, undefined, outcome.transaction);
     if (seen.found) return this.settledOnChain(row, seen, recoveryKey);
-    if ('unreadable' in seen) return this.pending(row, `settlement rejected (${outcome.reason}) but the chain could not be checked`, undefined, recoveryKey);
+    const reason = facilitatorReason(outcome.reason);
+    if ('unreadable' in seen) return this.pending(row, `settlement rejected (${reason}) but the chain could not be checked`, undefined, recoveryKey);
     // Not on chain yet is not "never": a facilitator can fail (an HTTP 500, say) after it has
     // broadcast. Only a refusal given before anything is sent makes the payment failed.
-    if (!isDefiniteRefusal(outcome.reason)) return this.pending(row, `settlement uncertain (${outcome.reason})`, undefined, recoveryKey);
-    await this.store.markStatus(row.id, 'failed', { failure: outcome.reason }).catch(() => {});
-    return failed(outcome.reason);
+    if (!isDefiniteRefusal(outcome.reason)) return this.pending(row, `settlement uncertain (${reason})`, undefined, recoveryKey);
+    await this.store.markStatus(row.id, 'failed', { failure: reason }).catch(() => {});
+    return failed(reason);
   }
 
   /**
@@ -87,8 +88,25 @@ export class SettlementService {
     if (settling) return this.pending(row, 'settlement in progress', undefined, undefined, false);
     const { payload, requirements, extensions } = paymentOf(row);
     const outcome = await this.gateway.settle(payload, requirements, extensions ?? undefined);
-    if (outcome.kind === 'settled') return this.finalize(row, outcome.transaction, outcome.payer || row.payer, outcome.headers);
-    return this.pending(row, outcome.kind === 'pending' ? outcome.reason : `settlement not confirmed: ${outcome.reason}`, outcome.kind === 'pending' ? outcome.transaction : undefined);
+    if (outcome.kind === 'settled') return this.settledByFacilitator(row, outcome.transaction);
+    const reason = facilitatorReason(outcome.reason);
+    return this.pending(row, outcome.kind === 'pending' ? reason : `settlement not confirmed: ${reason}`, outcome.kind === 'pending' ? outcome.transaction : undefined);
+  }
+
+  /**
+   * The facilitator says it settled in `transaction`. With MIN_CONFIRMATIONS at 1 its word is
+   * taken (it answers once the transaction is mined, its first confirmation). Above 1 the
+   * service reads the transaction on Base itself: the report is released once it settles this
+   * authorization with enough confirmations, and is pending until then. The payer is always the
+   * authorization's own, whatever the facilitator names.
+   */
+  private async settledByFacilitator(row: PaidReportRow, transaction: string, recoveryKey?: string): Promise<Delivery> {
+    if (this.deps.config.minConfirmations <= 1) {
+      return this.finalize(row, transaction, row.payer, this.gateway.settlementHeaders(transaction, row.payer), recoveryKey);
+    }
+    const seen = await this.lookup(row, transaction);
+    if (seen.found) return this.settledOnChain(row, seen, recoveryKey);
+    return this.pending(row, `settled by the facilitator, not yet seen on Base: ${seen.reason}`, transaction, recoveryKey);
   }
 
   /**
@@ -140,7 +158,8 @@ export class SettlementService {
     return findSettlement(
       this.deps.chain,
       { payer, nonce, payTo: row.pay_to, amount: BigInt(row.price_micro), fromBlock: BigInt(row.from_block) },
-      { txHash, knownTx: knownTx ?? row.settle_tx, logBlockRange: this.deps.config.rpcLogBlockRange },
+      // At most one block a second over the recovery period (Base makes one every 2 s).
+      { txHash, knownTx: knownTx ?? row.settle_tx, logBlockRange: this.deps.config.rpcLogBlockRange, maxSpanBlocks: this.deps.config.recoveryTtlSeconds },
     ).catch(() => ({ found: false as const, reason: 'the chain could not be read', unreadable: true as const }));
   }
 
@@ -228,6 +247,15 @@ const PRE_BROADCAST_REFUSALS = new Set([
 
 export function isDefiniteRefusal(reason: string): boolean {
   return PRE_BROADCAST_REFUSALS.has(reason);
+}
+
+/**
+ * A facilitator's reason as callers see it and as it is stored: x402 reasons are short
+ * snake_case codes (`invalid_exact_evm_payload_signature`, `settlement_pending`). Any other text
+ * is the facilitator's own prose, of any length, and may quote a URL or a key: it is not passed on.
+ */
+export function facilitatorReason(reason: string): string {
+  return /^[a-z0-9_]{1,80}$/.test(reason) ? reason : 'the facilitator gave a reason that is not an x402 code';
 }
 
 function failed(reason: string): Delivery {
