@@ -72,6 +72,16 @@ describe('POST /api/token-preview', () => {
     expect(json(await preview()).token).toMatchObject({ name: 'ZoonekoT', symbol: 'ZOO' });
   });
 
+  it('shows the pairs\' quote-token symbols and DEX names the same way, at most 200 characters', async () => {
+    const f = zooFixture();
+    f.pairs[0]!.quoteToken.symbol = `USDC\u202Egnp.exe${'Z'.repeat(50_000)}`;
+    f.pairs[1]!.dex = `uni\u202Eswap${'D'.repeat(50_000)}`;
+    t.stub.setToken(token, f);
+    const pairs: Array<{ dex: string; quoteToken: { symbol: string } }> = json(await preview()).market.pairs;
+    expect(pairs.map((p) => p.quoteToken.symbol)).toContain(`USDCgnp.exe${'Z'.repeat(189)}`);
+    expect(pairs.map((p) => p.dex)).toContain(`uniswap${'D'.repeat(193)}`);
+  });
+
   it('an unreadable Base leaves decimals null but still previews the market', async () => {
     t.chain.failing = true;
     const res = json(await preview());

@@ -219,3 +219,32 @@ describe('failover (MarketData)', () => {
     ]);
   });
 });
+
+describe('answers longer than any market answer', () => {
+  it('are not read past 2 MiB: the provider fails (too_large) at once, whether the length is declared or not', async () => {
+    const { createServer } = await import('node:http');
+    const served: string[] = [];
+    const server = createServer((req, res) => {
+      served.push(req.url ?? '');
+      const declared = req.url?.startsWith('/declared');
+      res.writeHead(200, { 'content-type': 'application/json', ...(declared ? { 'content-length': String(3 * 2 ** 20 + 4) } : {}) });
+      res.on('error', () => {});
+      res.write('["');
+      for (let i = 0; i < 3 * 16 && !res.destroyed; i++) res.write('x'.repeat(2 ** 16));
+      res.end('"]');
+    });
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    const { port } = server.address() as { port: number };
+    try {
+      for (const prefix of ['streamed', 'declared']) {
+        const huge = new DexScreenerProvider(`http://127.0.0.1:${port}/${prefix}`, { ...policy, timeoutMs: 5000 }, () => clock.now());
+        const e = await failure(huge);
+        expect(e.kind).toBe('too_large');
+      }
+      expect(served).toHaveLength(2); // not retried
+    } finally {
+      server.closeAllConnections();
+      server.close();
+    }
+  });
+});

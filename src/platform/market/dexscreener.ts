@@ -3,6 +3,7 @@ import { getAddress } from 'viem';
 import { addDecimals } from './decimal.js';
 import { getJson, type HttpPolicy } from './http.js';
 import { DECIMAL_TEXT, byLiquidityDesc, evmAddress, isoFromMillis, pctOrNull, shapeCheck, topPairs, usd, usdOrNull } from './normalize.js';
+import { tokenText } from '../token-metadata.js';
 import { ProviderError, type MarketPair, type MarketProvider, type MarketSnapshot, type ProviderOutcome } from './types.js';
 
 /**
@@ -62,9 +63,9 @@ interface Normalized extends MarketPair {
 function normalize(p: Pair, i: number): Normalized {
   const at = `pairs[${i}]`;
   return {
-    dex: p.dexId,
+    dex: tokenText(p.dexId),
     pairAddress: evmAddress(NAME, p.pairAddress, `${at}.pairAddress`),
-    quoteToken: { address: evmAddress(NAME, p.quoteToken.address, `${at}.quoteToken.address`), symbol: p.quoteToken.symbol },
+    quoteToken: { address: evmAddress(NAME, p.quoteToken.address, `${at}.quoteToken.address`), symbol: tokenText(p.quoteToken.symbol) },
     liquidityUsd: p.liquidity ? usd(NAME, p.liquidity.usd, `${at}.liquidity.usd`) : null,
     createdAt: isoFromMillis(p.pairCreatedAt),
     priceUsd: usd(NAME, p.priceUsd, `${at}.priceUsd`),

@@ -2,6 +2,7 @@ import { Type } from 'typebox';
 import { getAddress } from 'viem';
 import { getJson, type HttpPolicy, type JsonAnswer } from './http.js';
 import { DECIMAL_TEXT, byLiquidityDesc, evmAddress, isoFromText, pctOrNull, shapeCheck, topPairs, usd, usdOrNull } from './normalize.js';
+import { tokenText } from '../token-metadata.js';
 import { ProviderError, type MarketPair, type MarketProvider, type ProviderOutcome } from './types.js';
 
 /**
@@ -137,9 +138,9 @@ export class GeckoTerminalProvider implements MarketProvider {
         }
         return {
           pair: {
-            dex: p.relationships.dex.data.id,
+            dex: tokenText(p.relationships.dex.data.id),
             pairAddress: evmAddress(NAME, p.attributes.address, `${at}.address`),
-            quoteToken: { address: evmAddress(NAME, quote.address, `${at}.quote.address`), symbol: quote.symbol },
+            quoteToken: { address: evmAddress(NAME, quote.address, `${at}.quote.address`), symbol: tokenText(quote.symbol) },
             liquidityUsd: usdOrNull(NAME, p.attributes.reserve_in_usd, `${at}.reserve_in_usd`),
             createdAt: isoFromText(NAME, p.attributes.pool_created_at, `${at}.pool_created_at`),
           } satisfies MarketPair,

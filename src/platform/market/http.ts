@@ -1,4 +1,5 @@
 import { withRetry } from 'viem';
+import { BodyTooLargeError, boundedFetch } from '../bounded-fetch.js';
 import { ProviderError, type ProviderName } from './types.js';
 
 /**
@@ -30,6 +31,10 @@ export interface JsonAnswer {
 const isTimeout = (e: unknown) =>
   typeof e === 'object' && e !== null && 'name' in e && ((e as Error).name === 'TimeoutError' || (e as Error).name === 'AbortError');
 
+/** Longest answer read from a market-data provider: one token's pairs are tens of kilobytes. */
+export const MAX_MARKET_BODY_BYTES = 2 * 1024 * 1024;
+const readBounded = boundedFetch(MAX_MARKET_BODY_BYTES);
+
 /**
  * GET `url` and parse JSON. Statuses for which `accept` is false are failures (retryable when
  * 5xx or 429). The caller decides what an accepted non-200 (GeckoTerminal's 404) means.
@@ -45,10 +50,11 @@ export function getJson(
     let status: number;
     let text: string;
     try {
-      const res = await fetch(url, { headers: { accept: 'application/json' }, signal });
+      const res = await readBounded(url, { headers: { accept: 'application/json' }, signal });
       status = res.status;
       text = await res.text();
     } catch (e) {
+      if (e instanceof BodyTooLargeError) throw new ProviderError(provider, 'too_large', e.message);
       if (isTimeout(e)) throw new ProviderError(provider, 'timeout', `no answer within ${policy.timeoutMs} ms`, true);
       throw new ProviderError(provider, 'network', e instanceof Error ? e.message : String(e), true);
     }

@@ -70,6 +70,7 @@ export type ProviderFailureKind =
   | 'timeout'
   | 'http_status'
   | 'invalid_json'
+  | 'too_large'
   | 'shape'
   | 'pairs_null'
   | 'empty_list'
