@@ -114,7 +114,7 @@ describe('evidence-chain error table', () => {
       expectProblem(await createChainRaw(off, q.agentKey, intentBody(q.policyId)), 404, 'route_not_found');
       expectProblem(await readChain(off, UNKNOWN_CHAIN_ID, q.agentKey), 404, 'route_not_found');
       const catalogue = json(await off.app.inject({ method: 'GET', url: '/api/services' }));
-      expect(catalogue.evidenceLayer.createRead).toBe('not enabled on this deployment');
+      expect(catalogue.evidenceLayer).toMatchObject({ createRead: 'not enabled on this deployment', directChecks: 'not enabled on this deployment' });
     } finally {
       await off.close();
     }

@@ -119,6 +119,15 @@ describe('per-source rate limits (in-process)', () => {
     expect((await t.app.inject({ method: 'POST', url: '/api/pilot-leads', payload: leadBody, remoteAddress: '198.51.100.10' })).statusCode).toBe(201);
   });
 
+  it('pilot lead submissions refused as invalid (400) do not use up the limit', async () => {
+    const from = '198.51.100.12';
+    for (let i = 0; i < t.config.leadLimit; i++) {
+      const res = await t.app.inject({ method: 'POST', url: '/api/pilot-leads', payload: { ...leadBody, needs: 'short' }, remoteAddress: from });
+      expect(res.statusCode).toBe(400);
+    }
+    expect((await t.app.inject({ method: 'POST', url: '/api/pilot-leads', payload: leadBody, remoteAddress: from })).statusCode).toBe(201);
+  });
+
   it('recovery orders answer 429 after config.orderLimit creations from one source', async () => {
     const order = (remoteAddress: string) =>
       t.app.inject({ method: 'POST', url: '/api/orders', payload: { path: '/api/quick-check', input: {} }, remoteAddress });

@@ -85,7 +85,7 @@ export const catalogueRoutes: FastifyPluginAsyncTypebox<AppDeps> = async (app, d
         endpoint: '/api/evidence-chains',
         auth: 'agent bearer key',
         createRead: evidence ? 'available' : 'not enabled on this deployment',
-        directChecks: 'restricted pilot: preflight and settlement need explicit per-policy activation',
+        directChecks: evidence ? 'restricted pilot: preflight and settlement need explicit per-policy activation' : 'not enabled on this deployment',
         automaticPayment: false,
         executionAuthorized: false,
       },

@@ -26,7 +26,9 @@ export const leadRoutes: FastifyPluginAsyncTypebox<AppDeps> = async (app, deps) 
   app.post(
     '/api/pilot-leads',
     {
-      onRequest: deps.limiter.hook('pilotLeads'),
+      // After validation, as for policy creation: a form sent back with a typo (400) is no lead
+      // sent, and must not use up the hour's leads of the person correcting it.
+      preHandler: deps.limiter.hook('pilotLeads'),
       schema: {
         tags: ['leads'],
         summary: 'Request a company pilot (a one-time 49 USDC bounded integration and validation pilot)',
