@@ -1,7 +1,7 @@
 import { sql, type Selectable } from 'kysely';
 import type { Database } from '../../platform/db/database.js';
 import type { EvidenceChainsTable } from '../../platform/db/schema.js';
-import type { Tx } from '../../platform/db/tx.js';
+import { writeTransaction, type Tx } from '../../platform/db/tx.js';
 import { AppError } from '../../platform/errors.js';
 import { newId } from '../../platform/ids.js';
 import type { Receipt, ReceiptSigner } from '../../platform/receipts.js';
@@ -206,7 +206,7 @@ export class EvidenceStore {
   /** Deletes the chains (and their events) of policies whose access ended; returns how many chains. */
   async purgeExpired(now: Date): Promise<number> {
     const iso = now.toISOString();
-    return this.db.transaction().execute(async (tx) => {
+    return writeTransaction(this.database, async (tx) => {
       const expired = tx.selectFrom('policies').select('id').where('access_expires_at', '<=', iso);
       const chains = tx.selectFrom('evidence_chains').select('id').where('policy_id', 'in', expired);
       await tx.deleteFrom('evidence_settlement_claims').where('chain_id', 'in', chains).execute();

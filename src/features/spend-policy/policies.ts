@@ -1,7 +1,7 @@
 import { sql, type UpdateQueryBuilder } from 'kysely';
 import type { Database } from '../../platform/db/database.js';
 import type { DB, PoliciesTable } from '../../platform/db/schema.js';
-import type { Tx } from '../../platform/db/tx.js';
+import { writeTransaction, type Tx } from '../../platform/db/tx.js';
 import { AppError, type ErrorCode } from '../../platform/errors.js';
 import { newId } from '../../platform/ids.js';
 import { generateKey, hashKey, presentedKey, sameHash, type KeyKind } from '../../platform/keys.js';
@@ -197,7 +197,10 @@ export class PolicyStore {
       .where('purged_at', 'is', null)
       .execute();
     for (const { id } of expired) {
-      await this.database.db.transaction().execute(async (tx) => {
+      // A write transaction from its first statement (BEGIN IMMEDIATE on SQLite): a deferred one
+      // that reads first failed at once ("database is locked") when another process sharing the
+      // file (`paywarden purge` beside the service) committed between its read and its delete.
+      await writeTransaction(this.database, async (tx) => {
         // The policy row first, as decision batches lock it, so the two never deadlock.
         await loadPolicy(this.database, tx, id, true);
         await tx.deleteFrom('policy_day_repeats').where('policy_id', '=', id).execute();

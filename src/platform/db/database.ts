@@ -66,7 +66,7 @@ export async function openDatabase(url: string, opts: DatabaseOptions = {}): Pro
       await database.db.connection().execute(async (conn) => {
         await sql`set lock_timeout = 0`.execute(conn);
         try {
-          await migrateToLatest(conn, 'postgres', opts.pgSchema ?? 'public');
+          await migrateToLatest(conn, 'postgres', opts.pgSchema ?? (await migrationRecordsSchema(conn)));
         } finally {
           await sql`reset lock_timeout`.execute(conn);
         }
@@ -79,6 +79,24 @@ export async function openDatabase(url: string, opts: DatabaseOptions = {}): Pro
     throw err;
   }
   return database;
+}
+
+/**
+ * Where the migrations' records live on PostgreSQL: beside the tables, in the first schema of the
+ * connection's search_path (a role's own schema, or the one DATABASE_URL's `options` sets), so
+ * that a role that may not create in `public` can start, and two deployments in two schemas of
+ * one database each have their own. Before this, the records were always kept in `public`: a
+ * deployment whose tables are elsewhere but whose records are there goes on using those.
+ */
+async function migrationRecordsSchema(conn: Kysely<DB>): Promise<string> {
+  const { rows } = await sql<{ schema: string | null; here: boolean; tables: boolean; inPublic: boolean }>`
+    select current_schema() as schema,
+      to_regclass(quote_ident(current_schema()) || '.kysely_migration') is not null as here,
+      to_regclass(quote_ident(current_schema()) || '.kv') is not null as tables,
+      to_regclass('public.kysely_migration') is not null as "inPublic"`.execute(conn);
+  const r = rows[0];
+  if (!r?.schema) return 'public';
+  return !r.here && r.tables && r.inPublic ? 'public' : r.schema;
 }
 
 /** The file an `sqlite:` URL names; undefined for PostgreSQL and for an in-memory database. */

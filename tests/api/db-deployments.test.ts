@@ -1,0 +1,134 @@
+// Deployments the storage must run in besides a test schema: the operator's CLI beside the service
+// on one SQLite file, and PostgreSQL roles and schemas other than `public`.
+import { randomBytes } from 'node:crypto';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import SQLite from 'better-sqlite3';
+import type { KyselyPlugin, PluginTransformQueryArgs, PluginTransformResultArgs, QueryResult, UnknownRow } from 'kysely';
+import pg from 'pg';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { PolicyStore } from '../../src/features/spend-policy/policies.js';
+import { openDatabase } from '../../src/platform/db/database.js';
+import { ReceiptSigner } from '../../src/platform/receipts.js';
+import { pgTestName, testDialect } from '../helpers/db.js';
+
+describe.skipIf(testDialect !== 'sqlite')('a second process on the SQLite file (the operator\'s CLI beside the service)', () => {
+  let dir: string;
+  beforeAll(() => {
+    dir = mkdtempSync(join(tmpdir(), 'paywarden-processes-'));
+  });
+  afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+  it('a policy purge completes when another process commits while it runs', async () => {
+    const file = join(dir, 'purge.sqlite');
+    const database = await openDatabase(`sqlite:${file}`);
+    const other = new SQLite(file); // another process (`paywarden purge`, or the service)
+    other.pragma('busy_timeout = 100');
+    try {
+      const store = new PolicyStore(database);
+      const t0 = new Date('2026-01-01T00:00:00Z');
+      const rules = { maxPerTransaction: '1', dailyBudget: '1', requireHumanAbove: '1', maxRepeats: 1, allowedRecipients: [], blockUnknownRecipients: false };
+      const { row } = await store.create({ name: 'p', agentId: 'a', policy: rules }, t0);
+      // Right after the purge has read the policy row, the other process commits a write.
+      let armed = true;
+      const plugin: KyselyPlugin = {
+        transformQuery: (a: PluginTransformQueryArgs) => a.node,
+        async transformResult(a: PluginTransformResultArgs): Promise<QueryResult<UnknownRow>> {
+          const first = a.result.rows[0] as { id?: string; rules?: unknown } | undefined;
+          if (armed && a.result.rows.length === 1 && first?.id === row.id && 'rules' in first) {
+            armed = false;
+            try {
+              other.prepare("insert into kv (key, value, created_at) values ('other-process', 'x', 'x')").run();
+            } catch {
+              // busy: the purge holds the write lock already, and a real other process would wait for it
+            }
+          }
+          return a.result;
+        },
+      };
+      const purging = new PolicyStore({ ...database, db: database.db.withPlugin(plugin) });
+      await expect(purging.purgeExpired(new Date(t0.getTime() + 31 * 86_400_000))).resolves.toBe(1);
+    } finally {
+      other.close();
+      await database.close();
+    }
+  });
+});
+
+/** Creates and drops a database and a role of its own on the TEST_DATABASE_URL server. */
+describe.skipIf(testDialect !== 'postgres')('PostgreSQL: the service in a schema other than public', () => {
+  const base = process.env.TEST_DATABASE_URL!;
+  const name = pgTestName('pw_test_db', randomBytes(4).toString('hex'));
+  const role = pgTestName('pw_test_role', randomBytes(4).toString('hex'));
+  const urlOf = (db: string, user?: string) => {
+    const u = new URL(base);
+    u.pathname = `/${db}`;
+    if (user) u.username = user;
+    return u.toString();
+  };
+  const admin = async <T>(db: string, fn: (c: pg.Client) => Promise<T>) => {
+    const c = new pg.Client({ connectionString: urlOf(db) });
+    await c.connect();
+    try {
+      return await fn(c);
+    } finally {
+      await c.end();
+    }
+  };
+  beforeAll(async () => {
+    await admin('postgres', async (c) => {
+      await c.query(`create database ${name}`);
+      await c.query(`create role ${role} login`);
+    });
+    await admin(name, async (c) => {
+      await c.query('create schema tenant_a; create schema tenant_b; create schema legacy');
+      await c.query(`create schema app authorization ${role}`);
+      await c.query(`alter role ${role} in database ${name} set search_path = app`);
+      // A role of PostgreSQL 15+ that may not create in public (older servers let everyone).
+      await c.query('revoke create on schema public from public');
+    });
+  });
+  afterAll(async () => {
+    await admin('postgres', async (c) => {
+      await c.query(`drop database if exists ${name} with (force)`);
+      await c.query(`drop role if exists ${role}`);
+    });
+  });
+  const inSchema = (schema: string) => {
+    const u = new URL(urlOf(name));
+    u.searchParams.set('options', `-c search_path=${schema}`);
+    return u.toString();
+  };
+
+  it('starts for a role that owns its schema and may not create in public', async () => {
+    const database = await openDatabase(urlOf(name, role));
+    await expect(ReceiptSigner.load(database)).resolves.toBeDefined();
+    await database.close();
+    const tables = await admin(name, (c) => c.query<{ s: string }>("select distinct table_schema as s from information_schema.tables where table_name in ('kv', 'kysely_migration')"));
+    expect(tables.rows.map((r) => r.s)).toEqual(['app']);
+  });
+
+  it('a deployment that kept its migration records in public (as before this was fixed) goes on using them', async () => {
+    const first = await openDatabase(inSchema('legacy'));
+    await first.close();
+    // Where the service used to keep them: its tables in its schema, the records in public.
+    await admin(name, (c) => c.query('alter table legacy.kysely_migration set schema public; alter table legacy.kysely_migration_lock set schema public'));
+    const again = await openDatabase(inSchema('legacy'));
+    await expect(ReceiptSigner.load(again)).resolves.toBeDefined();
+    await again.close();
+    const records = await admin(name, (c) => c.query<{ s: string }>("select table_schema as s from information_schema.tables where table_name = 'kysely_migration' order by 1"));
+    expect(records.rows.map((r) => r.s)).toEqual(['app', 'public']);
+  });
+
+  it('runs two deployments in two schemas of one database, each with its own migration records (also beside another\'s in public)', async () => {
+    for (const schema of ['tenant_a', 'tenant_b']) {
+      const database = await openDatabase(inSchema(schema));
+      try {
+        await expect(ReceiptSigner.load(database), schema).resolves.toBeDefined();
+      } finally {
+        await database.close();
+      }
+    }
+  });
+});
