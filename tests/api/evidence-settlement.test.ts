@@ -170,11 +170,18 @@ describe('settlement reconciliation', () => {
     expect(await settleOk(c.evidenceChainId, hash)).toMatchObject({ result: 'MISMATCH', mismatches: [{ field: 'recipient', expected: addr(4), observed: addr(2) }] });
   });
 
-  it('FAILED for a reverted transfer, which is final', async () => {
-    const c = await chainFor('2000');
-    const hash = await transfer(4, 2, 2_000_000_000n, 100_000n);
-    expect(await settleOk(c.evidenceChainId, hash)).toMatchObject({ result: 'FAILED', reason: 'transaction reverted', mismatches: [] });
+  it('FAILED for a reverted transfer, final for that transaction; the payment sent again is reconciled as MATCH, which closes the chain', async () => {
+    const c = await chainFor('2');
+    const reverted = await transfer(4, 2, 2_000_000_000n, 100_000n);
+    expect(await settleOk(c.evidenceChainId, reverted)).toMatchObject({ result: 'FAILED', reason: 'transaction reverted', mismatches: [] });
+    expect(await settleOk(c.evidenceChainId, reverted)).toMatchObject({ result: 'FAILED', replayed: true });
+    expect(json(await readSummary(t, c.evidenceChainId, p.agentKey)).reconciliation).toBe('FAILED');
+    const paid = await transfer(1, 2, 2_000_000n);
+    expect(await settleOk(c.evidenceChainId, paid)).toMatchObject({ result: 'MATCH', replayed: false });
+    expect((await settlementEvents(c.evidenceChainId)).map((e: any) => e.body.result)).toEqual(['FAILED', 'MATCH']);
+    expect(json(await readSummary(t, c.evidenceChainId, p.agentKey)).reconciliation).toBe('MATCH');
     expectProblem(await settle(t, c.evidenceChainId, p.agentKey, { txHash: randomTxHash() }), 409, 'evidence_conflict');
+    expectProblem(await settle(t, c.evidenceChainId, p.agentKey, { txHash: reverted }), 409, 'evidence_conflict');
   });
 
   it('UNKNOWN is not final: the same hash again records nothing new, another hash may follow', async () => {

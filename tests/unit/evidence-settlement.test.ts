@@ -117,10 +117,10 @@ const H1 = `0x${'1'.repeat(64)}`;
 const H2 = `0x${'2'.repeat(64)}`;
 
 describe('settlement plans', () => {
-  it('before reading: a final result replays the same hash and refuses any other', () => {
+  it('before reading: a final result replays the same hash; a MATCH refuses any other, a MISMATCH or FAILED lets it be read', () => {
     for (const result of ['MATCH', 'MISMATCH', 'FAILED'] as const) {
       expect(planBeforeReading(recorded('ev_1', H1, result), H1.toUpperCase().replace('0X', '0x'))).toMatchObject({ action: 'replay' });
-      expect(planBeforeReading(recorded('ev_1', H1, result), H2)).toMatchObject({ action: 'conflict' });
+      expect(planBeforeReading(recorded('ev_1', H1, result), H2)).toMatchObject({ action: result === 'MATCH' ? 'conflict' : 'observe' });
     }
     for (const result of ['PENDING', 'UNKNOWN'] as const) {
       expect(planBeforeReading(recorded('ev_1', H1, result), H1)).toEqual({ action: 'observe' });

@@ -220,7 +220,7 @@ describe('verifyChain', () => {
     const input = { chain: 'base', to: FROM };
     const PRECHECK: [ChainEvent['eventType'], Record<string, unknown>] = ['PRECHECK_COMPLETED', { decision, receipt: signer.sign('spend-decision', 'dec_1', decision, NOW) }];
     const PREFLIGHT: [ChainEvent['eventType'], Record<string, unknown>] = ['TRANSACTION_PREFLIGHT_COMPLETED', bodyOf('TRANSACTION_PREFLIGHT_COMPLETED', { input, inputDigest: digestOf(input) })];
-    const settlement = (result: string): [ChainEvent['eventType'], Record<string, unknown>] => ['SETTLEMENT_RECONCILED', bodyOf('SETTLEMENT_RECONCILED', { txHash: '0xab', result })];
+    const settlement = (result: string, txHash = '0xab'): [ChainEvent['eventType'], Record<string, unknown>] => ['SETTLEMENT_RECONCILED', bodyOf('SETTLEMENT_RECONCILED', { txHash, result })];
     const real = () => clone(signedChain([PRECHECK, PREFLIGHT, settlement('UNKNOWN'), settlement('MATCH')]));
 
 
@@ -269,8 +269,9 @@ describe('verifyChain', () => {
         ['no precheck first', [PREFLIGHT, PRECHECK], /event 1: a chain starts with PRECHECK_COMPLETED/],
         ['two prechecks', [PRECHECK, PRECHECK], /event 2: a second PRECHECK_COMPLETED/],
         ['two preflights', [PRECHECK, PREFLIGHT, PREFLIGHT], /event 3: a second TRANSACTION_PREFLIGHT_COMPLETED \(event 2/],
-        ['a settlement after MISMATCH', [PRECHECK, settlement('MISMATCH'), settlement('UNKNOWN')], /event 3: SETTLEMENT_RECONCILED after the final result MISMATCH of event 2/],
-        ['a settlement after FAILED', [PRECHECK, settlement('FAILED'), settlement('FAILED')], /after the final result FAILED/],
+        ['a settlement of a transaction after its MISMATCH', [PRECHECK, settlement('MISMATCH'), settlement('UNKNOWN')], /event 3: SETTLEMENT_RECONCILED after the final result MISMATCH of event 2/],
+        ['a settlement of a transaction after its FAILED', [PRECHECK, settlement('FAILED'), settlement('PENDING', '0xcd'), settlement('FAILED')], /event 4: SETTLEMENT_RECONCILED after the final result FAILED of event 2/],
+        ['another transaction after a MATCH', [PRECHECK, settlement('MATCH'), settlement('UNKNOWN', '0xcd')], /event 3: SETTLEMENT_RECONCILED after the final result MATCH of event 2/],
       ];
       for (const [name, spec, problem] of cases) {
         const v = verifyChain(clone(signedChain(spec)), jwks);
@@ -289,6 +290,8 @@ describe('verifyChain', () => {
       expect(v.problems).toEqual([expect.stringMatching(/event 3: evidenceId ev_2 is also event 2's/), expect.stringMatching(/event 3: createdAt .* is before the previous event's/)]);
       // PENDING and UNKNOWN are not final: more settlements may follow, and a preflight may come late.
       expect(verifyChain(clone(signedChain([PRECHECK, settlement('PENDING'), settlement('UNKNOWN'), settlement('MATCH'), PREFLIGHT])), jwks).ok).toBe(true);
+      // Nor is another transaction's MISMATCH or FAILED: the payment sent again may follow.
+      expect(verifyChain(clone(signedChain([PRECHECK, settlement('FAILED', '0xcd'), settlement('MISMATCH', '0xef'), settlement('MATCH')])), jwks).ok).toBe(true);
     });
 
     it('fails when a signed preflight\'s inputDigest is not the digest of its recorded input', () => {

@@ -12,8 +12,17 @@ import type { Intent } from './hashing.js';
 export const SETTLEMENT_RESULTS = ['MATCH', 'MISMATCH', 'PENDING', 'FAILED', 'UNKNOWN'] as const;
 export type SettlementResult = (typeof SETTLEMENT_RESULTS)[number];
 
-/** Results that no later reading can change: another transaction hash is then a conflict. */
+/** Results that no later reading of their transaction can change: the same txHash again answers the recorded evidence. */
 export const FINAL_RESULTS: ReadonlySet<SettlementResult> = new Set(['MATCH', 'MISMATCH', 'FAILED']);
+
+/**
+ * The result that closes a chain's settlement: after a MATCH, another transaction is a conflict.
+ * A MISMATCH or a FAILED says only that its transaction did not pay the intent (a payment that
+ * reverted and was sent again, a wrong hash submitted); the next transaction may still. Were they
+ * closing, the chain would say FAILED for good of an intent that was paid, and an administrator
+ * reading it could pay again.
+ */
+export const CLOSING_RESULT: SettlementResult = 'MATCH';
 
 export type MismatchField = 'recipient' | 'amount' | 'expectedFrom' | 'minedAt';
 export interface SettlementMismatch {
@@ -144,14 +153,16 @@ export type SettlementPlan =
   | { action: 'append' };
 
 /**
- * Before reading the chain: a final result answers the same hash from storage and refuses any
- * other; otherwise (nothing yet, PENDING or UNKNOWN) the transaction is read.
+ * Before reading the chain: a final result answers the same hash from storage; a MATCH refuses
+ * any other; otherwise (nothing yet, PENDING, UNKNOWN, or another transaction's MISMATCH or
+ * FAILED) the transaction is read.
  */
 export function planBeforeReading(latest: RecordedSettlement | undefined, txHash: string): SettlementPlan {
   if (latest && FINAL_RESULTS.has(latest.body.result)) {
-    return latest.body.txHash === txHash.toLowerCase()
-      ? { action: 'replay', recorded: latest }
-      : { action: 'conflict', detail: `settlement ${latest.body.txHash} is already reconciled as ${latest.body.result}; read the chain` };
+    if (latest.body.txHash === txHash.toLowerCase()) return { action: 'replay', recorded: latest };
+    if (latest.body.result === CLOSING_RESULT) {
+      return { action: 'conflict', detail: `settlement ${latest.body.txHash} is already reconciled as ${latest.body.result}; read the chain` };
+    }
   }
   return { action: 'observe' };
 }

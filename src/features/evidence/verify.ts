@@ -16,7 +16,7 @@ import {
   type Intent,
 } from './hashing.js';
 import { Intent as IntentSchema } from './schemas.js';
-import { FINAL_RESULTS, type SettlementResult } from './settlement.js';
+import { CLOSING_RESULT, FINAL_RESULTS, type SettlementResult } from './settlement.js';
 
 /**
  * Offline audit of a chain as GET /api/evidence-chains/{id} returned it, trusting neither the
@@ -134,7 +134,9 @@ function eventShapeProblem(raw: unknown): string | null {
 class Grammar {
   private readonly ids = new Map<string, number>();
   private preflightAt = 0;
-  private finalAt: { n: number; result: string } | undefined;
+  /** The chain's MATCH, and each transaction's final result. */
+  private matchedAt: { n: number; result: string } | undefined;
+  private readonly finalOf = new Map<string, { n: number; result: string }>();
   private lastCreatedAt: string | undefined;
 
   problems(n: number, e: ChainEvent): string[] {
@@ -147,9 +149,15 @@ class Grammar {
       else this.preflightAt = n;
     }
     if (e.eventType === 'SETTLEMENT_RECONCILED') {
-      if (this.finalAt) out.push(`${at}: SETTLEMENT_RECONCILED after the final result ${this.finalAt.result} of event ${this.finalAt.n}`);
-      const result = e.body.result;
-      if (!this.finalAt && typeof result === 'string' && FINAL_RESULTS.has(result as SettlementResult)) this.finalAt = { n, result };
+      // After a MATCH nothing more; after another final result, nothing more of that transaction.
+      const { result, txHash } = e.body as { result?: unknown; txHash?: unknown };
+      const tx = typeof txHash === 'string' ? txHash.toLowerCase() : '';
+      const final = this.matchedAt ?? this.finalOf.get(tx);
+      if (final) out.push(`${at}: SETTLEMENT_RECONCILED after the final result ${final.result} of event ${final.n}`);
+      else if (typeof result === 'string' && FINAL_RESULTS.has(result as SettlementResult)) {
+        this.finalOf.set(tx, { n, result });
+        if (result === CLOSING_RESULT) this.matchedAt = { n, result };
+      }
     }
     const seen = this.ids.get(e.evidenceId);
     if (seen) out.push(`${at}: evidenceId ${e.evidenceId} is also event ${seen}'s`);
