@@ -54,6 +54,16 @@ describe('summarise', () => {
     expect(s.transactionPreflight).toEqual({ evidenceId: 'ev_2', inputDigest: 'sha256:in', verdict: { decision: 'ALLOW' }, intentCheck: { match: true } });
     expect(s.limitations).toContain(LIMITATIONS.preflightInput);
     expect(s.limitations).not.toContain(LIMITATIONS.notSubmitted);
+    expect(s.limitations).not.toContain(LIMITATIONS.preflightNotIntent);
+  });
+
+  it('says so when the attached preflight is of a transaction that does not match the intent, whatever its verdict', () => {
+    const preflight = (intentCheck: unknown) =>
+      summarise(chain([ev(1, 'PRECHECK_COMPLETED', { decision }), ev(2, 'TRANSACTION_PREFLIGHT_COMPLETED', { inputDigest: 'sha256:in', report: { verdict: { decision: 'ALLOW' } }, intentCheck })]));
+    const mismatches = [{ field: 'amount', expected: '2', observed: '12.5' }];
+    expect(preflight({ kind: 'usdc-transfer', match: false, mismatches }).limitations).toContain(LIMITATIONS.preflightNotIntent);
+    // Not a plain USDC transfer, or no sender to compare: match is null, and the standing line says to check.
+    expect(preflight({ kind: 'other', match: null, mismatches: [] }).limitations).not.toContain(LIMITATIONS.preflightNotIntent);
   });
 
   it('an unapproved HUMAN_APPROVAL is a limitation; the current approval state wins over the recorded one', () => {

@@ -15,6 +15,7 @@ export const LIMITATIONS = {
   preflightInput: 'The preflight covers the unsigned input with its own digest; the caller must verify that it represents the intended transaction.',
   pendingApproval: 'The decision needs an administrator (HUMAN_APPROVAL) and was not approved.',
   anyPayer: 'The intent names no expectedFrom: a MATCH shows that the recipient received the amount, not who paid it.',
+  preflightNotIntent: 'The attached preflight is of a transaction that does NOT match the intent (see transactionPreflight.intentCheck.mismatches): its verdict is about that transaction, not about paying this intent.',
 } as const;
 
 export interface ChainView {
@@ -86,6 +87,7 @@ export function summarise(chain: ChainView, currentApproval?: Approval): Summary
   const limitations: string[] = [LIMITATIONS.unknown, LIMITATIONS.match, LIMITATIONS.nothingExecuted];
   if (reconciliation === 'NOT_SUBMITTED') limitations.push(LIMITATIONS.notSubmitted);
   limitations.push(p ? LIMITATIONS.preflightInput : LIMITATIONS.noPreflight);
+  if ((p?.intentCheck as { match?: unknown } | undefined)?.match === false) limitations.push(LIMITATIONS.preflightNotIntent);
   if (decision?.decision === 'HUMAN_APPROVAL' && approval?.status !== 'ADMIN_APPROVED') limitations.push(LIMITATIONS.pendingApproval);
   if (!chain.intent.expectedFrom) limitations.push(LIMITATIONS.anyPayer);
 
