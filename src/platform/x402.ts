@@ -285,10 +285,19 @@ export class PaymentGateway {
       this.initialized = undefined;
       throw err;
     });
+    // The SDK asks /supported again after a 429, sleeping as long as Retry-After says, three
+    // times: a request waits for it at most FACILITATOR_TIMEOUT_MS, as for any facilitator
+    // request (the next request waits for the same answer).
+    let timer: NodeJS.Timeout | undefined;
+    const deadline = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(new Error('the facilitator did not say what it supports in time')), this.config.facilitatorTimeoutMs);
+    });
     try {
-      await this.initialized;
+      await Promise.race([this.initialized, deadline]);
     } catch {
       throw new AppError('upstream_unavailable', 'the payment facilitator is unavailable; nothing was charged');
+    } finally {
+      clearTimeout(timer);
     }
   }
 

@@ -109,3 +109,19 @@ it('/verify refusal in prose (a URL with a key, 20 KB): PAYMENT-REQUIRED carries
   expect(required.accepts[0]).toMatchObject({ network: 'eip155:8453' });
   expect(header.length).toBeLessThan(8192);
 });
+
+it('/supported answering 429 with Retry-After 30: an unpaid request gets its 502 within FACILITATOR_TIMEOUT_MS, not after the SDK\'s retries', async () => {
+  const limited = await startHttpProxy(s.devnet.facilitatorUrl, async (req, forward) =>
+    req.url === '/supported' ? { status: 429, headers: { 'content-type': 'application/json', 'retry-after': '30' }, body: '{"error":"rate limited"}' } : forward(),
+  );
+  const stack = await startPaidStack({ devnet: s.devnet, database: s.t.database, config: { facilitatorUrl: limited.url, facilitatorTimeoutMs: 2000 } });
+  try {
+    const started = Date.now();
+    const res = await fetch(`${stack.url}/api/quick-check`);
+    expect(res.status).toBe(502);
+    expect(Date.now() - started).toBeLessThan(15_000);
+  } finally {
+    await stack.close();
+    await limited.close();
+  }
+});
