@@ -158,3 +158,34 @@ describe('garbage pipelined behind a slow request', () => {
     expect(logged.filter((l) => l.includes('not valid HTTP/1.1'))).toHaveLength(1);
   });
 });
+
+/**
+ * A 400 names what is wrong without growing with the body: 64 KiB of bad array items were 32,000
+ * errors (a 2.4 MB answer, and 20 to 50 ms of CPU to find them all), for anyone to ask for.
+ */
+describe('validation errors of a body', () => {
+  let t: TestApp;
+  beforeAll(async () => {
+    t = await createTestApp();
+  });
+  afterAll(() => t.close());
+  const post = (url: string, payload: string) => t.app.inject({ method: 'POST', url, payload, headers: { 'content-type': 'application/json' } });
+
+  it.each(['/api/spendpolicy/policies', '/api/spendpolicy/evaluate'])('%s, 64 KiB of bad items: a small 400 naming the first problem', async (url) => {
+    const body = `{"policy":{"allowedRecipients":[${'0,'.repeat(32_500).slice(0, -1)}]}}`;
+    const res = await post(url, body);
+    expect(res.statusCode).toBe(400);
+    expect(res.json().errors).toHaveLength(1);
+    expect(res.body.length).toBeLessThan(1000);
+  });
+
+  it('a small body: every problem found, at most 20 listed, and the detail says how many there are', async () => {
+    const small = await post('/api/spendpolicy/policies', JSON.stringify({ ...createBody(), name: 7, agentId: 8 }));
+    expect(small.json().errors.map((e: { path: string }) => e.path)).toEqual(['body/name', 'body/agentId']);
+    const body = JSON.stringify({ ...createBody(), ...Object.fromEntries(Array.from({ length: 30 }, (_, i) => [`extra${i}`, 1])) });
+    expect(body.length).toBeLessThan(4096);
+    const many = await post('/api/spendpolicy/policies', body);
+    expect(many.json().errors).toHaveLength(20);
+    expect(many.json().detail).toMatch(/\(30 problems in all; the first 20 are listed\)$/);
+  });
+});
