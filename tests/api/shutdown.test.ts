@@ -22,29 +22,36 @@ describe.skipIf(testDialect !== 'sqlite')('SIGTERM', () => {
   const dir = mkdtempSync(join(tmpdir(), 'paywarden-shutdown-'));
   afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
-  it('answers the request in progress, refuses what comes after with 503 shutting_down, and ends despite a stalled client', async () => {
+  /** The service as `npm start` runs it, on its own port; resolves once it answers. */
+  async function start() {
     const port = await freePort();
     const child = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], {
-      env: { ...process.env, PORT: String(port), HOST: '127.0.0.1', DATABASE_URL: `sqlite:${join(dir, 'db.sqlite')}`, LOG_LEVEL: 'silent', FACILITATOR_TIMEOUT_MS: String(FACILITATOR_TIMEOUT_MS), RPC_TIMEOUT_MS: String(RPC_TIMEOUT_MS) },
+      env: { ...process.env, PORT: String(port), HOST: '127.0.0.1', DATABASE_URL: `sqlite:${join(dir, `db-${port}.sqlite`)}`, LOG_LEVEL: 'silent', FACILITATOR_TIMEOUT_MS: String(FACILITATOR_TIMEOUT_MS), RPC_TIMEOUT_MS: String(RPC_TIMEOUT_MS) },
       stdio: 'ignore',
     });
     const exited = new Promise<number | null>((done) => child.once('exit', (code) => done(code)));
+    for (let i = 0; ; i++) {
+      const up = await fetch(`http://127.0.0.1:${port}/healthz`).then((r) => r.ok, () => false);
+      if (up) break;
+      if (i > 300) throw new Error('the service did not start');
+      await sleep(100);
+    }
+    const open = () =>
+      new Promise<{ socket: Socket; received: () => string; closed: Promise<void> }>((done) => {
+        let text = '';
+        const socket = connect(port, '127.0.0.1', () => done({ socket, received: () => text, closed }));
+        const closed = new Promise<void>((c) => socket.once('close', () => c()));
+        socket.on('data', (d) => (text += d.toString('utf8')));
+        socket.on('error', () => {});
+      });
+    return { child, exited, open };
+  }
+  const body = JSON.stringify(EVALUATE_BODY);
+  const head = `POST /api/spendpolicy/evaluate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n`;
+
+  it('answers the request in progress, refuses what comes after with 503 shutting_down, and ends despite a stalled client', async () => {
+    const { child, exited, open } = await start();
     try {
-      for (let i = 0; ; i++) {
-        const up = await fetch(`http://127.0.0.1:${port}/healthz`).then((r) => r.ok, () => false);
-        if (up) break;
-        if (i > 300) throw new Error('the service did not start');
-        await sleep(100);
-      }
-      const open = () =>
-        new Promise<{ socket: Socket; received: () => string }>((done) => {
-          let text = '';
-          const socket = connect(port, '127.0.0.1', () => done({ socket, received: () => text }));
-          socket.on('data', (d) => (text += d.toString('utf8')));
-          socket.on('error', () => {});
-        });
-      const body = JSON.stringify(EVALUATE_BODY);
-      const head = `POST /api/spendpolicy/evaluate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n`;
       // One client is in the middle of its request; another has stopped sending for good.
       const busy = await open();
       const stalled = await open();
@@ -71,6 +78,25 @@ describe.skipIf(testDialect !== 'sqlite')('SIGTERM', () => {
       expect(answers[1]).toMatch(/retry-after: 1/i);
       expect(answers[1]).toContain('"code":"shutting_down"');
       expect(stalled.received()).toBe('');
+    } finally {
+      child.kill('SIGKILL');
+    }
+  }, 60_000);
+
+  it('closes a keep-alive connection once its request in progress is answered, and ends without waiting for the deadline', async () => {
+    const { child, exited, open } = await start();
+    try {
+      const busy = await open();
+      busy.socket.write(head + body.slice(0, 10));
+      await sleep(300);
+      const termAt = Date.now();
+      child.kill('SIGTERM');
+      await sleep(300);
+      busy.socket.write(body.slice(10));
+      await busy.closed;
+      expect(busy.received()).toMatch(/^HTTP\/1\.1 200 /);
+      expect(await exited).toBe(0);
+      expect(Date.now() - termAt).toBeLessThan(DEADLINE_MS - 3000);
     } finally {
       child.kill('SIGKILL');
     }

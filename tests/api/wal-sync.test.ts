@@ -202,4 +202,22 @@ describe('WalSync', () => {
     expect(w.failed?.message).toMatch(/EIO/);
     await w.close();
   });
+
+  it('a WAL that could not be opened (EMFILE in a flood of connections) fails that barrier only; the next one syncs', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'paywarden-wal-open-'));
+    const wal = join(dir, 'x.sqlite-wal');
+    const fake = { prepare: () => ({ run() {} }) } as unknown as ConstructorParameters<typeof WalSync>[0];
+    let syncs = 0;
+    const w = new WalSync(fake, wal, async () => void syncs++);
+    try {
+      await expect(w.barrier()).rejects.toThrow(/could not be opened.*ENOENT/);
+      expect(w.failed).toBeUndefined();
+      writeFileSync(wal, '');
+      await w.barrier();
+      expect(syncs).toBe(1);
+    } finally {
+      await w.close();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
 });

@@ -88,10 +88,18 @@ export class WalSync {
   }
 
   private async syncOnce(): Promise<void> {
+    // Opened on first use: the WAL file exists once something was committed, and SQLite keeps
+    // that same file while the serving connection is open. A failed open (EMFILE while a flood
+    // of connections holds every descriptor) fails this barrier only: unlike a failed fsync it
+    // loses nothing, and the next barrier syncs everything committed before it.
+    if (this.fd === undefined) {
+      try {
+        this.fd = await openFile(this.walPath, 'r+');
+      } catch (err) {
+        throw new StorageFailure(`the SQLite WAL could not be opened to sync it: ${(err as Error).message}`);
+      }
+    }
     try {
-      // Opened on first use: the WAL file exists once something was committed, and SQLite keeps
-      // that same file while the serving connection is open.
-      this.fd ??= await openFile(this.walPath, 'r+');
       await this.sync(this.fd);
     } catch (err) {
       this.failure ??= new StorageFailure(`fsync of the SQLite WAL failed; no further write can be acknowledged: ${(err as Error).message}`);
