@@ -248,6 +248,9 @@ export const HTTP_OPTIONS = {
     // checked every second: Node's default check every 30 s made the 408 come up to 30 s late.
     headersTimeout: 30_000,
     connectionsCheckingInterval: 1_000,
+    // An HTTP/1.1 request without Host is refused in installErrorHandling, with a problem body;
+    // Node's own refusal is a bare 400 without one.
+    requireHostHeader: false,
   },
 } as const;
 
@@ -271,6 +274,11 @@ export function installErrorHandling(app: FastifyInstance): void {
     // counted would depend on their order: two are refused instead.
     if (request.headers.authorization !== undefined && authorizationHeaders(request.raw.rawHeaders) > 1) {
       sendProblem(reply, request, new AppError('invalid_request', 'send one Authorization header, not several'));
+      return;
+    }
+    // RFC 9112 §3.2: a server answers 400 to an HTTP/1.1 request without Host.
+    if (request.headers.host === undefined && request.raw.httpVersion === '1.1') {
+      sendProblem(reply, request, new AppError('invalid_request', 'send a Host header (HTTP/1.1 requires one)'));
       return;
     }
     if (!closing) return done();

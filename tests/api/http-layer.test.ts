@@ -60,6 +60,14 @@ describe('errors below the routes', () => {
     expectRawProblem(await raw(port, bytes), 400, 'invalid_request');
   });
 
+  it('an HTTP/1.1 request without Host: 400 invalid_request with a problem body (Node\'s own is bare); HTTP/1.0 needs none', async () => {
+    const r = parse(await raw(port, 'GET /healthz HTTP/1.1\r\nConnection: close\r\n\r\n'));
+    expect(r.status).toBe(400);
+    expect(r.headers['content-type']).toMatch(/^application\/problem\+json/);
+    expect(r.body).toMatchObject({ status: 400, code: 'invalid_request', detail: expect.stringMatching(/Host/), requestId: r.headers['x-request-id'] });
+    expect(await raw(port, 'GET /healthz HTTP/1.0\r\n\r\n')).toMatch(/^HTTP\/1\.1 200 /);
+  });
+
   it('headers over 16 KiB: 431 headers_too_large', async () => {
     expectRawProblem(await raw(port, `GET /api/services HTTP/1.1\r\nhost: x\r\nx-big: ${'a'.repeat(20_000)}\r\n\r\n`), 431, 'headers_too_large');
   });
