@@ -140,6 +140,7 @@ function payingTransfers(obs: Obs, intent: ModelIntent): Array<[number, number]>
 // ---------------------------------------------------------------------------------------------
 // The model
 // ---------------------------------------------------------------------------------------------
+/** Final for their transaction (the same hash replays); only a MATCH closes the chain to other hashes. */
 const FINAL = new Set(['MATCH', 'MISMATCH', 'FAILED']);
 interface ChainModel {
   slot: number;
@@ -155,6 +156,8 @@ interface ChainModel {
   preflightEvidenceId?: string;
   /** last settlement reading */
   settlement: { result: string; txHash: string; evidenceId: string; confirmations?: number } | null;
+  /** each transaction's final reading */
+  finals: Map<string, { result: string; evidenceId: string }>;
   /** for a MATCH: the transfers of its transaction that pay it (positions in the receipt) */
   candidates?: Array<[number, number]>;
   events?: unknown[]; // last read, for the append-only check
@@ -276,6 +279,7 @@ function apply(s: State, ctx: RunCtx, c: Extract<Cmd, { k: 'create' | 'preflight
         nEvents: 1,
         preflight: null,
         settlement: null,
+        finals: new Map(),
       };
       return;
     }
@@ -305,20 +309,21 @@ function apply(s: State, ctx: RunCtx, c: Extract<Cmd, { k: 'create' | 'preflight
   const sameChainRacing = concurrent.some((x) => x !== c && (x.k === 'settle' || x.k === 'preflight') && x.slot === c.slot);
   if (res.statusCode === 409) {
     if (code(res) !== 'evidence_conflict') fail(`${tag}: 409 with code ${code(res)}`);
-    if (ch.settlement && FINAL.has(ch.settlement.result) && ch.settlement.txHash !== lc(hash)) return; // final, another hash: 409
+    if (ch.settlement?.result === 'MATCH' && ch.settlement.txHash !== lc(hash) && !ch.finals.has(lc(hash))) return; // a MATCH, another hash: 409
     const policyRacing = concurrent.some((x) => x !== c && x.k === 'settle' && x.slot !== c.slot && s.chains[x.slot]?.policy === ch.policy && ctx.hashes[x.tx] === hash);
     if (sameChainRacing || policyRacing) return; // "concurrent conflicting evidence gives 409; read the chain"
-    fail(`${tag}: 409 without a final result or a concurrent conflict: ${res.body}`);
+    fail(`${tag}: 409 without a MATCH or a concurrent conflict: ${res.body}`);
   }
   if (res.statusCode !== 200) fail(`${tag}: answered ${res.statusCode} ${res.body}`);
   if (body.txHash?.toLowerCase() !== lc(hash) || body.evidenceChainId !== ch.id) fail(`${tag}: answer names another chain or hash: ${res.body}`);
   if (body.requiredConfirmations !== REQUIRED) fail(`${tag}: requiredConfirmations ${body.requiredConfirmations}`);
-  if (ch.settlement && FINAL.has(ch.settlement.result)) {
-    if (ch.settlement.txHash !== lc(hash)) fail(`${tag}: a final ${ch.settlement.result} chain accepted another hash: ${res.body}`);
-    if (body.replayed !== true || body.result !== ch.settlement.result || body.settlementEvidenceId !== ch.settlement.evidenceId)
-      fail(`${tag}: the final result ${ch.settlement.result} (${ch.settlement.evidenceId}) was answered as ${body.result} replayed=${body.replayed} ${body.settlementEvidenceId}`);
+  const own = ch.finals.get(lc(hash));
+  if (own) {
+    if (body.replayed !== true || body.result !== own.result || body.settlementEvidenceId !== own.evidenceId)
+      fail(`${tag}: the final result ${own.result} (${own.evidenceId}) was answered as ${body.result} replayed=${body.replayed} ${body.settlementEvidenceId}`);
     return;
   }
+  if (ch.settlement?.result === 'MATCH') fail(`${tag}: a chain with a MATCH accepted another hash: ${res.body}`);
   // expected reading from the single-transaction model, the minedAt rule and the claims of the policy
   const single = modelSettle(o, ch.intent, REQUIRED);
   const deep = o.kind === 'mined' && o.head - o.blockNumber + 1n >= BigInt(REQUIRED);
@@ -365,6 +370,7 @@ function apply(s: State, ctx: RunCtx, c: Extract<Cmd, { k: 'create' | 'preflight
   if (unchanged && prev!.result === 'UNKNOWN') fail(`${tag}: an unchanged UNKNOWN reading was appended again`);
   ch.nEvents += 1;
   ch.settlement = { result: got.result, txHash: lc(hash), evidenceId: body.settlementEvidenceId, confirmations: body.confirmations };
+  if (FINAL.has(got.result)) ch.finals.set(lc(hash), { result: got.result, evidenceId: body.settlementEvidenceId });
   ch.candidates = got.result === 'MATCH' ? newCandidates : undefined;
 }
 
@@ -387,7 +393,9 @@ async function checkChain(s: State, ctx: RunCtx, ch: ChainModel, inst: number) {
   if (events.filter((e) => e.eventType === 'TRANSACTION_PREFLIGHT_COMPLETED').length !== (ch.preflight === null ? 0 : 1)) fail(`${where}: preflight events`);
   const settlements = events.filter((e) => e.eventType === 'SETTLEMENT_RECONCILED');
   settlements.forEach((e, i) => {
-    if (FINAL.has(e.body.result) && i !== settlements.length - 1) fail(`${where}: settlement after a final ${e.body.result}`);
+    if (e.body.result === 'MATCH' && i !== settlements.length - 1) fail(`${where}: settlement after a MATCH`);
+    const tx = String(e.body.txHash).toLowerCase();
+    if (FINAL.has(e.body.result) && settlements.slice(i + 1).some((later) => String(later.body.txHash).toLowerCase() === tx)) fail(`${where}: ${tx} settled again after its final ${e.body.result}`);
   });
   const last = settlements.at(-1);
   if ((last?.evidenceId ?? null) !== (ch.settlement?.evidenceId ?? null) || (last?.body.result ?? null) !== (ch.settlement?.result ?? null))

@@ -173,15 +173,20 @@ describe('settlement reconciliation', () => {
   it('FAILED for a reverted transfer, final for that transaction; the payment sent again is reconciled as MATCH, which closes the chain', async () => {
     const c = await chainFor('2');
     const reverted = await transfer(4, 2, 2_000_000_000n, 100_000n);
-    expect(await settleOk(c.evidenceChainId, reverted)).toMatchObject({ result: 'FAILED', reason: 'transaction reverted', mismatches: [] });
+    const failed = await settleOk(c.evidenceChainId, reverted);
+    expect(failed).toMatchObject({ result: 'FAILED', reason: 'transaction reverted', mismatches: [] });
     expect(await settleOk(c.evidenceChainId, reverted)).toMatchObject({ result: 'FAILED', replayed: true });
     expect(json(await readSummary(t, c.evidenceChainId, p.agentKey)).reconciliation).toBe('FAILED');
+    // Its FAILED stays its answer after another transaction was reconciled: read from storage, not again.
+    expect(await settleOk(c.evidenceChainId, randomTxHash())).toMatchObject({ result: 'UNKNOWN', replayed: false });
+    expect(await settleOk(c.evidenceChainId, reverted)).toMatchObject({ result: 'FAILED', replayed: true, settlementEvidenceId: failed.settlementEvidenceId });
     const paid = await transfer(1, 2, 2_000_000n);
     expect(await settleOk(c.evidenceChainId, paid)).toMatchObject({ result: 'MATCH', replayed: false });
-    expect((await settlementEvents(c.evidenceChainId)).map((e: any) => e.body.result)).toEqual(['FAILED', 'MATCH']);
+    expect((await settlementEvents(c.evidenceChainId)).map((e: any) => e.body.result)).toEqual(['FAILED', 'UNKNOWN', 'MATCH']);
     expect(json(await readSummary(t, c.evidenceChainId, p.agentKey)).reconciliation).toBe('MATCH');
     expectProblem(await settle(t, c.evidenceChainId, p.agentKey, { txHash: randomTxHash() }), 409, 'evidence_conflict');
-    expectProblem(await settle(t, c.evidenceChainId, p.agentKey, { txHash: reverted }), 409, 'evidence_conflict');
+    // A transaction recorded before keeps its own answer.
+    expect(await settleOk(c.evidenceChainId, reverted)).toMatchObject({ result: 'FAILED', replayed: true, settlementEvidenceId: failed.settlementEvidenceId });
   });
 
   it('UNKNOWN is not final: the same hash again records nothing new, another hash may follow', async () => {

@@ -3,6 +3,7 @@ import type { Intent } from '../../src/features/evidence/hashing.js';
 import {
   MINED_BEFORE_MARGIN_MS,
   UNREADABLE_REASON,
+  finalResultOf,
   planAfterReading,
   planBeforeReading,
   reconcileSettlement,
@@ -127,6 +128,16 @@ describe('settlement plans', () => {
       expect(planBeforeReading(recorded('ev_1', H1, result), H2)).toEqual({ action: 'observe' });
     }
     expect(planBeforeReading(undefined, H1)).toEqual({ action: 'observe' });
+  });
+
+  it('a transaction\'s final result is its answer even when another transaction was reconciled since', () => {
+    const own = recorded('ev_1', H1, 'FAILED');
+    const history = [own, recorded('ev_2', H2, 'UNKNOWN')];
+    expect(finalResultOf(history, H1.toUpperCase().replace('0X', '0x'))).toEqual(own);
+    expect(finalResultOf(history, H2)).toBeUndefined();
+    expect(finalResultOf([recorded('ev_1', H1, 'PENDING')], H1)).toBeUndefined();
+    expect(planBeforeReading(history[1], H1, own)).toEqual({ action: 'replay', recorded: own });
+    expect(planAfterReading(history[1], 'ev_2', observed(H1, 'MATCH'), own)).toEqual({ action: 'replay', recorded: own });
   });
 
   it('after reading: the first submission appends', () => {

@@ -7,7 +7,7 @@ import type { ReceiptSigner } from '../../platform/receipts.js';
 import type { PaymentEvidence } from '../reports/payment-proof.js';
 import type { ChainEvent, EventType, Intent } from './hashing.js';
 import type { AgentKey, EvidenceService } from './service.js';
-import { expectedOf, payingTransfers, planAfterReading, planBeforeReading, reconcileSettlement, type RecordedSettlement, type SettlementObservation } from './settlement.js';
+import { expectedOf, finalResultOf, payingTransfers, planAfterReading, planBeforeReading, reconcileSettlement, type RecordedSettlement, type SettlementObservation } from './settlement.js';
 import { storage, type ChainRow, type EvidenceStore } from './store.js';
 import { checkAgainstIntent } from './summary.js';
 
@@ -92,9 +92,10 @@ export class DirectChecks {
     const { chain, intent } = await this.open(chainId, key, now);
     const txHash = txHashIn.toLowerCase();
     const { store } = this.deps.service;
-    const seen = await storage(() => store.latest(store.db, chain.id, 'SETTLEMENT_RECONCILED'));
-    const before = planBeforeReading(recordedOf(seen), txHash);
-    if (before.action === 'replay') return settlementAnswer(chain.id, seen!, true);
+    const recorded = await storage(() => store.events(store.db, chain.id, 'SETTLEMENT_RECONCILED'));
+    const seen = recorded.at(-1);
+    const before = planBeforeReading(recordedOf(seen), txHash, ownFinal(recorded, txHash));
+    if (before.action === 'replay') return settlementAnswer(chain.id, eventOf(recorded, before.recorded), true);
     if (before.action === 'conflict') throw new AppError('evidence_conflict', before.detail);
 
     // Base not answering is recorded as UNKNOWN (not verification), never as an error.
@@ -106,10 +107,10 @@ export class DirectChecks {
     return storage(() =>
       writeTransaction(this.deps.database, async (tx) => {
         const locked = await store.lockChain(tx, chain.id);
-        const latest = await store.latest(tx, chain.id, 'SETTLEMENT_RECONCILED');
-        const plan = planAfterReading(recordedOf(latest), seen?.evidenceId, observation);
+        const settledNow = await store.events(tx, chain.id, 'SETTLEMENT_RECONCILED');
+        const plan = planAfterReading(recordedOf(settledNow.at(-1)), seen?.evidenceId, observation, ownFinal(settledNow, txHash));
         if (plan.action === 'conflict') throw new AppError('evidence_conflict', plan.detail);
-        if (plan.action === 'replay') return settlementAnswer(chain.id, latest!, true);
+        if (plan.action === 'replay') return settlementAnswer(chain.id, eventOf(settledNow, plan.recorded), true);
         const judged = await claimOrMismatch(store, tx, locked, observation, now);
         const body = judged as unknown as Record<string, unknown>;
         const receipt = this.sign(chain.id, 'SETTLEMENT_RECONCILED', body, now);
@@ -177,6 +178,8 @@ function preflightAnswer(evidenceChainId: string, event: ChainEvent, replayed: b
 
 const recordedOf = (e: ChainEvent | undefined): RecordedSettlement | undefined =>
   e && { evidenceId: e.evidenceId, body: e.body as unknown as RecordedSettlement['body'] };
+const ownFinal = (events: ChainEvent[], txHash: string) => finalResultOf(events.map((e) => recordedOf(e)!), txHash);
+const eventOf = (events: ChainEvent[], r: RecordedSettlement) => events.find((e) => e.evidenceId === r.evidenceId)!;
 
 function settlementAnswer(evidenceChainId: string, event: ChainEvent, replayed: boolean) {
   const b = event.body as unknown as SettlementObservation;

@@ -153,11 +153,14 @@ export type SettlementPlan =
   | { action: 'append' };
 
 /**
- * Before reading the chain: a final result answers the same hash from storage; a MATCH refuses
- * any other; otherwise (nothing yet, PENDING, UNKNOWN, or another transaction's MISMATCH or
+ * Before reading the chain: a final result of this transaction (`ownFinal`, see finalResultOf)
+ * answers it from storage; a MATCH refuses any other; otherwise (nothing yet, PENDING, UNKNOWN, or another transaction's MISMATCH or
  * FAILED) the transaction is read.
  */
-export function planBeforeReading(latest: RecordedSettlement | undefined, txHash: string): SettlementPlan {
+export function planBeforeReading(latest: RecordedSettlement | undefined, txHash: string, ownFinal?: RecordedSettlement): SettlementPlan {
+  // A transaction's final result need not be the latest event (another transaction may have
+  // been reconciled since its MISMATCH or FAILED): it is answered from storage all the same.
+  if (ownFinal) return { action: 'replay', recorded: ownFinal };
   if (latest && FINAL_RESULTS.has(latest.body.result)) {
     if (latest.body.txHash === txHash.toLowerCase()) return { action: 'replay', recorded: latest };
     if (latest.body.result === CLOSING_RESULT) {
@@ -177,8 +180,9 @@ export function planAfterReading(
   latest: RecordedSettlement | undefined,
   seenEvidenceId: string | undefined,
   observation: SettlementObservation,
+  ownFinal?: RecordedSettlement,
 ): SettlementPlan {
-  const before = planBeforeReading(latest, observation.txHash);
+  const before = planBeforeReading(latest, observation.txHash, ownFinal);
   if (before.action !== 'observe') return before;
   if (!latest) return { action: 'append' };
   if (latest.evidenceId !== seenEvidenceId && latest.body.txHash !== observation.txHash) {
@@ -186,6 +190,12 @@ export function planAfterReading(
   }
   if (latest.body.txHash === observation.txHash && sameReading(latest.body, observation)) return { action: 'replay', recorded: latest };
   return { action: 'append' };
+}
+
+/** The last final result recorded for `txHash` among a chain's settlement events, if any. */
+export function finalResultOf(recorded: readonly RecordedSettlement[], txHash: string): RecordedSettlement | undefined {
+  const tx = txHash.toLowerCase();
+  return [...recorded].reverse().find((r) => r.body.txHash.toLowerCase() === tx && FINAL_RESULTS.has(r.body.result));
 }
 
 function sameReading(a: RecordedSettlement['body'], b: SettlementObservation): boolean {
