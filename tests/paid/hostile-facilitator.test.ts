@@ -4,7 +4,7 @@ import { request as httpRequest } from 'node:http';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { decodePaymentRequiredHeader } from '@x402/core/http';
 import { jsonRpc } from '../helpers/http.js';
-import { devnetRpc, paidRowOf, recordingPayingFetch, recoverOrder, signPayment, startHttpProxy, startPaidStack, type PaidStack, type ProxyRule } from '../helpers/paid.js';
+import { devnetRpc, eventually, paidRowOf, recordingPayingFetch, recoverOrder, signPayment, startHttpProxy, startPaidStack, type PaidStack, type ProxyRule } from '../helpers/paid.js';
 
 let s: PaidStack; // honest facilitator, MIN_CONFIRMATIONS=5
 let proxy: Awaited<ReturnType<typeof startHttpProxy>>;
@@ -123,5 +123,34 @@ it('/supported answering 429 with Retry-After 30: an unpaid request gets its 502
   } finally {
     await stack.close();
     await limited.close();
+  }
+});
+
+it('a replay of the PAYMENT-SIGNATURE more than RECOVERY_TTL_SECONDS blocks later still finds the settlement that landed after a refusal', async () => {
+  const held: Array<() => Promise<unknown>> = [];
+  const fac = await startHttpProxy(s.devnet.facilitatorUrl, async (req, forward) => {
+    if (req.url !== '/settle') return forward();
+    held.push(forward);
+    return { status: 200, body: JSON.stringify({ success: false, errorReason: 'invalid_exact_evm_transaction_failed', transaction: '', network: 'eip155:8453' }) };
+  });
+  const h = await startPaidStack({ devnet: s.devnet, database: s.t.database, config: { facilitatorUrl: fac.url, recoveryTtlSeconds: 30 } });
+  try {
+    const payer = s.devnet.accounts[6]!.address;
+    const before = await s.balanceOf(payer);
+    const url = `${h.url}/api/quick-check`;
+    const sig = await signPayment(h, 6, url);
+    const first = await fetch(url, { headers: { 'payment-signature': sig } });
+    expect(first.status).toBe(202);
+    await held[0]!(); // the settlement lands after all
+    await eventually(async () => (await s.balanceOf(payer)) === before - 1000n, 'the settlement on chain');
+    fac.setRule(null); // the facilitator is honest again
+    await devnetRpc(s.devnet, 'anvil_mine', ['0x28']); // 40 blocks (80 s of Base)
+    const again = await fetch(url, { headers: { 'payment-signature': sig } });
+    const text = await again.text();
+    expect(again.status, text).toBe(200);
+    expect((await paidRowOf(h, sig))?.status).toBe('settled');
+  } finally {
+    await h.close();
+    await fac.close();
   }
 });

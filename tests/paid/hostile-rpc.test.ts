@@ -7,6 +7,7 @@ import { devnetClients, USDC_ADDRESS } from '../../src/devnet/index.js';
 import { createChainClient } from '../../src/platform/chain.js';
 import { paymentProof } from '../../src/features/reports/payment-proof.js';
 import { findSettlement } from '../../src/features/reports/settlement-lookup.js';
+import { transactionPreflight } from '../../src/features/preflight/preflight.js';
 import { jsonRpc } from '../helpers/http.js';
 import { ManualClock } from '../../src/platform/clock.js';
 import { createTestApp, type TestApp } from '../helpers/app.js';
@@ -87,17 +88,21 @@ it('payment proof, the RPC answers 9 MiB: Base unreadable (502), read no further
   rpc.setRule(null);
 });
 
-it('recovery lookup, the RPC names a head 2^50 blocks on: unreadable at once, no endless scan', async () => {
+it('recovery lookup, the RPC names a head 2^50 blocks on: the search ends maxSpanBlocks after the order\'s block', async () => {
   const chain = createChainClient({ rpcUrls: [rpc.url], rpcTimeoutMs: 2000 });
   const used = `0x${'0'.repeat(63)}1`;
+  let logReads = 0;
   rpc.setRule(async (c, fwd) => {
     if (c.method === 'eth_call') return answer(c, used);
+    if (c.method === 'eth_getLogs') return (logReads++, answer(c, []));
     if (c.method !== 'eth_getBlockByNumber') return undefined;
     return answer(c, { ...(await fwd()).result, number: '0x4000000000000' });
   });
   const want = { payer: acct(6), nonce: `0x${'44'.repeat(32)}`, payTo: acct(3), amount: 1000n, fromBlock: 1n };
-  await expect(findSettlement(chain, want, { logBlockRange: 5000, maxSpanBlocks: 604_800 })).rejects.toThrow(/more than 604800 blocks/);
+  const found = await findSettlement(chain, want, { logBlockRange: 5000, maxSpanBlocks: 20_000 });
   rpc.setRule(null);
+  expect(found).toMatchObject({ found: false });
+  expect(logReads).toBe(5); // blocks 1 to 20,001 in ranges of 5,000
 });
 
 it('evidence preflight while the provider answers HTTP 403 to everything (quota): 503 and nothing recorded, never an INCOMPLETE record quoting the provider', async () => {
@@ -148,4 +153,28 @@ it('recovery, the RPC\'s eth_getLogs ignores the topic filter (another USDC log 
     await h.close();
     await fac.close();
   }
+});
+
+const simulatedLogOf = (log: unknown): RpcRule => async (c, fwd) => {
+  if (c.method !== 'eth_simulateV1') return undefined;
+  const r = (await fwd()).result;
+  r[0].calls[1].logs = [log];
+  return answer(c, r);
+};
+
+it.each([
+  ['topics null', { address: USDC_ADDRESS, topics: null, data: '0x' }],
+  ['a topic that is no 32-byte word', { address: USDC_ADDRESS, topics: ['0x12'], data: '0x' }],
+  ['data that is not hex', { address: USDC_ADDRESS, topics: [], data: 'banana' }],
+])('preflight, eth_simulateV1 answers a log with %s: Base unreadable (502 paid, 503 evidence), never 500', async (_name, log) => {
+  const chain = createChainClient({ rpcUrls: [rpc.url], rpcTimeoutMs: 2000 });
+  const data = encodeFunctionData({ abi: erc20Abi, functionName: 'transfer', args: [acct(3) as Hex, 1_500_000n] });
+  const p = await createPilotPolicy(t);
+  const { evidenceChainId } = await createChain(t, p, { recipient: acct(3), amount: '1.5' });
+  rpc.setRule(simulatedLogOf(log));
+  const report = transactionPreflight(chain, { chain: 'base', to: USDC_ADDRESS, from: acct(1), data }, new Date());
+  await expect(report).rejects.toMatchObject({ code: 'upstream_unavailable' });
+  const res = await attachPreflight(t, evidenceChainId, p.agentKey, { chain: 'base', to: USDC_ADDRESS, from: acct(1), data });
+  rpc.setRule(null);
+  expect(res.statusCode).toBe(503);
 });

@@ -47,7 +47,7 @@ const same = (a: string, b: string) => a.toLowerCase() === b.toLowerCase();
  * authorizationState says whether the nonce was used at all, and only when it was are the
  * AuthorizationUsed logs searched, from the block the order was stored at, in chunks of
  * `at.logBlockRange` blocks (a single request over hours of blocks is refused by most providers),
- * and no further than `at.maxSpanBlocks` past that block.
+ * and no further than `at.maxSpanBlocks` past that block, whatever the head.
  *
  * Only Base's word counts: an RPC that does not say it serves Base (a fork or a testnet URL set
  * by mistake, which may well hold the very transaction) is refused before anything is read, as
@@ -76,17 +76,17 @@ export async function findSettlement(
   });
   if (!used) return { found: false, reason: 'this payment authorization has not been used on chain', unusedAt: block.timestamp };
   const range = at.logBlockRange && at.logBlockRange > 0 ? BigInt(at.logBlockRange) : DEFAULT_LOG_BLOCK_RANGE;
-  // A head far beyond what the order's lifetime can span is no head Base has (a node's garbage,
-  // 2^50 say): reading up to it would never end. The chain is then as unreadable.
-  if (at.maxSpanBlocks !== undefined && block.number - want.fromBlock > BigInt(at.maxSpanBlocks)) {
-    throw new Error(`the node's latest block ${block.number} is more than ${at.maxSpanBlocks} blocks after block ${want.fromBlock}`);
-  }
+  // The search ends `maxSpanBlocks` after the block the order was stored at, however far the
+  // node says its head is: a settlement lands before the authorization's validBefore (minutes
+  // after it was signed), and a head of 2^50 (a node's garbage) must not start an endless scan.
+  const span = at.maxSpanBlocks === undefined ? undefined : BigInt(at.maxSpanBlocks);
+  const end = span !== undefined && block.number - want.fromBlock > span ? want.fromBlock + span : block.number;
   const topics = [
     [encodeEventTopics({ abi: usdcEvents, eventName: 'AuthorizationUsed' })[0]!, encodeEventTopics({ abi: usdcEvents, eventName: 'AuthorizationCanceled' })[0]!],
     pad(want.payer.toLowerCase() as Hex, { size: 32 }),
     want.nonce.toLowerCase() as Hex,
   ];
-  for (const [from, to] of blockRanges(want.fromBlock, block.number, range)) {
+  for (const [from, to] of blockRanges(want.fromBlock, end, range)) {
     const logs: unknown = await chain.request({
       method: 'eth_getLogs',
       params: [{ address: USDC_ADDRESS, topics, fromBlock: toHex(from), toBlock: toHex(to) }],
