@@ -121,6 +121,26 @@ describe.skipIf(testDialect !== 'postgres')('PostgreSQL: the service in a schema
     expect(records.rows.map((r) => r.s)).toEqual(['app', 'public']);
   });
 
+  it('a deployment in public goes on using its tables when a schema named after its role appears before public', async () => {
+    const other = pgTestName('pw_test_db', randomBytes(4).toString('hex'));
+    await admin('postgres', (c) => c.query(`create database ${other}`));
+    try {
+      const first = await openDatabase(urlOf(other));
+      const key = (await ReceiptSigner.load(first)).jwks().keys[0]!.kid;
+      await first.close();
+      // search_path is "$user", public: a schema named after the role now comes first.
+      const user = new URL(base).username || 'postgres';
+      await admin(other, (c) => c.query(`create schema ${pg.escapeIdentifier(user)}`));
+      const again = await openDatabase(urlOf(other));
+      expect((await ReceiptSigner.load(again)).jwks().keys[0]!.kid).toBe(key);
+      await again.close();
+      const records = await admin(other, (c) => c.query<{ s: string }>("select table_schema as s from information_schema.tables where table_name in ('kv', 'kysely_migration')"));
+      expect(new Set(records.rows.map((r) => r.s))).toEqual(new Set(['public']));
+    } finally {
+      await admin('postgres', (c) => c.query(`drop database if exists ${other} with (force)`));
+    }
+  });
+
   it('runs two deployments in two schemas of one database, each with its own migration records (also beside another\'s in public)', async () => {
     for (const schema of ['tenant_a', 'tenant_b']) {
       const database = await openDatabase(inSchema(schema));

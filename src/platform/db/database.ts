@@ -85,18 +85,23 @@ export async function openDatabase(url: string, opts: DatabaseOptions = {}): Pro
  * Where the migrations' records live on PostgreSQL: beside the tables, in the first schema of the
  * connection's search_path (a role's own schema, or the one DATABASE_URL's `options` sets), so
  * that a role that may not create in `public` can start, and two deployments in two schemas of
- * one database each have their own. Before this, the records were always kept in `public`: a
- * deployment whose tables are elsewhere but whose records are there goes on using those.
+ * one database each have their own. Before this, the records were always kept in `public`, and a
+ * deployment that has its records there goes on using them: one whose tables are in its own
+ * schema, and one whose tables are in `public` too, still on its search_path, after a schema was
+ * put before it (a schema named after the role, say). Else it would start over, empty, with a
+ * new signing key.
  */
 async function migrationRecordsSchema(conn: Kysely<DB>): Promise<string> {
-  const { rows } = await sql<{ schema: string | null; here: boolean; tables: boolean; inPublic: boolean }>`
+  const { rows } = await sql<{ schema: string | null; here: boolean; tables: boolean; inPublic: boolean; publicInUse: boolean }>`
     select current_schema() as schema,
       to_regclass(quote_ident(current_schema()) || '.kysely_migration') is not null as here,
       to_regclass(quote_ident(current_schema()) || '.kv') is not null as tables,
-      to_regclass('public.kysely_migration') is not null as "inPublic"`.execute(conn);
+      to_regclass('public.kysely_migration') is not null as "inPublic",
+      to_regclass('public.kv') is not null and 'public' = any(current_schemas(false)) as "publicInUse"`.execute(conn);
   const r = rows[0];
   if (!r?.schema) return 'public';
-  return !r.here && r.tables && r.inPublic ? 'public' : r.schema;
+  if (r.here) return r.schema;
+  return r.inPublic && (r.tables || r.publicInUse) ? 'public' : r.schema;
 }
 
 /** The file an `sqlite:` URL names; undefined for PostgreSQL and for an in-memory database. */
