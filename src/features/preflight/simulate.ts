@@ -4,7 +4,7 @@ import { TRANSFER_TOPIC } from '../reports/usdc-transfers.js';
 import { contextCall, decodeContext, type Context, type ContextRequest } from './context.js';
 import { NATIVE_TOKEN, ZERO_ADDRESS, same } from './known.js';
 import { attempt, methodMissing, optional, rpc } from './rpc.js';
-import { summariseTrace, traceLogs, type CallFrame, type TraceSummary } from './trace.js';
+import { rawLog, summariseTrace, traceLogs, type CallFrame, type TraceSummary } from './trace.js';
 
 /**
  * Runs the unsigned transaction against the node's latest state, without signing or sending.
@@ -118,13 +118,14 @@ function fromSimulateV1(number: Hex, ctxResult: SimCallResult, main: SimCallResu
   const success = BigInt(main.status) === 1n;
   const logs: RawLog[] = [];
   const nativeTransfers: NativeTransfer[] = [];
-  for (const l of success ? (main.logs ?? []) : []) {
+  for (const log of success ? (main.logs ?? []) : []) {
+    const l = rawLog(log);
     if (same(l.address, NATIVE_TOKEN)) {
       if (l.topics[0] === TRANSFER_TOPIC && l.topics.length === 3) {
         nativeTransfers.push({ from: topicAddress(l.topics[1]!), to: topicAddress(l.topics[2]!), value: BigInt(l.data) });
       }
     } else {
-      logs.push({ address: getAddress(l.address), topics: l.topics, data: l.data });
+      logs.push(l);
     }
   }
   const revertData = success ? null : isHex(main.error?.data) ? main.error!.data! : main.returnData;

@@ -73,6 +73,22 @@ export function summariseTrace(root: CallFrame, sender: Address): TraceSummary {
  * logs and value are undone with it, so they and everything below are skipped. A log's
  * `position` is the number of sub-calls its frame had made before emitting it.
  */
+const WORD = /^0x[0-9a-fA-F]{64}$/;
+const HEX = /^0x(?:[0-9a-fA-F]{2})*$/;
+
+/**
+ * A log as the node gave it (simulated or traced), checked: an address, 32-byte topics and hex
+ * data. Anything else is a node's garbage and throws, which the simulation's caller reports as
+ * Base being unreadable (502, nothing charged or recorded), never as a 500.
+ */
+export function rawLog(l: { address?: unknown; topics?: unknown; data?: unknown }): RawLog {
+  const { address, topics, data } = l ?? {};
+  if (typeof address !== 'string' || !Array.isArray(topics) || !topics.every((t) => typeof t === 'string' && WORD.test(t)) || typeof data !== 'string' || !HEX.test(data)) {
+    throw new Error('the node answered a log that is not one');
+  }
+  return { address: getAddress(address), topics: topics as Hex[], data: data as Hex };
+}
+
 export function traceLogs(root: CallFrame): { logs: RawLog[]; nativeTransfers: NativeTransfer[] } {
   const logs: RawLog[] = [];
   const nativeTransfers: NativeTransfer[] = [];
@@ -86,7 +102,7 @@ export function traceLogs(root: CallFrame): { logs: RawLog[]; nativeTransfers: N
     const own = (f.logs ?? []).map((l) => ({ l, p: l.position === undefined ? 0 : Number(BigInt(l.position)) }));
     for (let i = 0; i <= calls.length; i++) {
       for (const { l, p } of own) {
-        if (p === i || (i === calls.length && p > i)) logs.push({ address: getAddress(l.address), topics: l.topics, data: l.data });
+        if (p === i || (i === calls.length && p > i)) logs.push(rawLog(l));
       }
       const c = calls[i];
       if (c) visit(c);
