@@ -323,6 +323,12 @@ function openPostgres(url: string, opts: DatabaseOptions): Database {
   });
   // A dropped idle connection must not crash the process; the next query reconnects.
   pool.on('error', () => {});
+  // Nor one that drops while it is checked out: it emits 'error' as well as failing its query,
+  // pg-pool listens only to idle ones, and an 'error' event with no listener ends the process.
+  // Listened to from the moment the pool has it: a listener added once the checkout resolved
+  // left a moment in which an administrator's pg_terminate_backend crashed a test run. The
+  // failed query answers its request (503); the pool then discards the connection.
+  pool.on('connect', (client) => client.on('error', () => {}));
   const db = new Kysely<DB>({ dialect: new PostgresDialect({ pool: withNamedStatements(pool) }) });
   return {
     db,
@@ -377,11 +383,6 @@ function withNamedStatements(pool: pg.Pool) {
       const client = await pool.connect();
       const c = client as unknown as { query: PgQuery; [WRAPPED]?: true };
       if (!c[WRAPPED]) {
-        // A connection that drops while it is checked out emits 'error' as well as failing its
-        // query; pg-pool listens only to idle ones, and an 'error' event with no listener would
-        // end the process. The failed query answers the request (503); the pool then discards
-        // the connection and opens another.
-        client.on('error', () => {});
         const query = c.query.bind(client);
         c.query = (text: unknown, ...rest: unknown[]) => {
           const name = typeof text === 'string' ? namedStatements.get(text) : undefined;
