@@ -30,7 +30,7 @@ export interface PaidRouteSpec {
 }
 
 export type SettleOutcome =
-  | { kind: 'settled'; transaction: string; payer: string; headers: Record<string, string> }
+  | { kind: 'settled'; transaction: string }
   | { kind: 'pending'; transaction?: string | undefined; reason: string }
   | { kind: 'failed'; reason: string; transaction?: string | undefined };
 
@@ -135,39 +135,32 @@ function shownReason(reason: string): string {
 }
 
 /**
- * The SDK's challenge headers with the reason in PAYMENT-REQUIRED shown as `shownReason` shows
- * it: the SDK copies the facilitator's invalidReason there verbatim, of any length (a header of
- * tens of kilobytes that the x402 client cannot even read) and with whatever it quotes.
+ * The SDK's challenge headers, and why it challenged (the `error` of PAYMENT-REQUIRED), with that
+ * reason shown as `shownReason` shows it, in the header too: the SDK copies the facilitator's
+ * invalidReason there verbatim, of any length (a header of tens of kilobytes that the x402 client
+ * cannot even read) and with whatever it quotes.
  */
-function withShownReason(headers: Record<string, string>): Record<string, string> {
+function shownChallenge(headers: Record<string, string>): { headers: Record<string, string>; reason: string } {
   const name = Object.keys(headers).find((k) => k.toLowerCase() === 'payment-required');
-  if (!name) return headers;
+  let required: ReturnType<typeof decodePaymentRequiredHeader> | undefined;
   try {
-    const required = decodePaymentRequiredHeader(headers[name]!);
-    if (typeof required.error !== 'string' || shownReason(required.error) === required.error) return headers;
-    return { ...headers, [name]: encodePaymentRequiredHeader({ ...required, error: shownReason(required.error) }) };
+    required = name ? decodePaymentRequiredHeader(headers[name]!) : undefined;
   } catch {
-    return headers;
+    required = undefined;
   }
-}
-
-/** Why the SDK answered with a challenge: the `error` of its PAYMENT-REQUIRED header. */
-function challengeReason(headers: Record<string, string>): string {
-  const header = Object.entries(headers).find(([k]) => k.toLowerCase() === 'payment-required')?.[1];
-  let error: unknown;
-  try {
-    error = header ? decodePaymentRequiredHeader(header).error : undefined;
-  } catch {
-    error = undefined;
-  }
-  return typeof error === 'string' && error.trim() ? error : 'Payment required';
+  const error = required?.error;
+  if (!required || typeof error !== 'string') return { headers, reason: 'Payment required' };
+  const shown = shownReason(error);
+  const reason = shown.trim() ? shown : 'Payment required';
+  if (shown === error) return { headers, reason };
+  return { headers: { ...headers, [name!]: encodePaymentRequiredHeader({ ...required, error: shown }) }, reason };
 }
 
 /**
  * The problem answered instead of a report when the SDK gives a challenge: `payment_required`
  * when no payment was sent, `payment_invalid` when the one sent was not accepted, and
  * `precondition_failed` for the SDK's 412 (an allowance the payer must grant first). The reason
- * is the one PAYMENT-REQUIRED already carries to the caller (see withShownReason).
+ * is the one PAYMENT-REQUIRED already carries to the caller (see shownChallenge).
  */
 export function challengeProblem(gate: { status: number; headers: Record<string, string>; reason: string }, paid: boolean, price: string): AppError {
   const headers = gate.headers;
@@ -346,8 +339,8 @@ export class PaymentGateway {
     if (result.type === 'payment-error') {
       // The SDK's body is `{}`; the caller gets a problem body instead (built per request, for its
       // requestId), so only the status, the headers and the reason are kept.
-      const headers = withShownReason(Object.fromEntries(Object.entries(result.response.headers).filter(([k]) => k.toLowerCase() !== 'content-type')));
-      const answer: GateResult = { kind: 'respond', status: result.response.status, headers, reason: challengeReason(headers) };
+      const { headers, reason } = shownChallenge(Object.fromEntries(Object.entries(result.response.headers).filter(([k]) => k.toLowerCase() !== 'content-type')));
+      const answer: GateResult = { kind: 'respond', status: result.response.status, headers, reason };
       if (!paymentHeader && result.response.status === 402 && this.challenges.size < 64) this.challenges.set(`${request.method} ${path}`, answer);
       return answer;
     }
@@ -361,7 +354,9 @@ export class PaymentGateway {
       // a stored payment uncertain, never "nothing was charged".
       await this.ready();
       const res = await this.http.processSettlement(payload, requirements, extensions);
-      if (res.success) return { kind: 'settled', transaction: res.transaction, payer: res.payer ?? '', headers: res.headers };
+      // Only the transaction: the payer is the authorization's, and PAYMENT-RESPONSE is built from
+      // both (settlementHeaders), whatever else the facilitator says.
+      if (res.success) return { kind: 'settled', transaction: res.transaction };
       if (res.errorReason === 'settlement_pending') return { kind: 'pending', transaction: res.transaction || undefined, reason: res.errorReason };
       return { kind: 'failed', reason: res.errorReason ?? 'settlement failed', transaction: res.transaction || undefined };
     } catch (err) {

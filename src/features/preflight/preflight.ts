@@ -14,6 +14,7 @@ import { decodeRevert } from './revert.js';
 import { optional, preflightRpcCounter, rpc } from './rpc.js';
 import type { PreflightReport } from './schemas.js';
 import { simulate, topicAddress, type StateOverrides } from './simulate.js';
+import { WORD } from './trace.js';
 import { verdictOf } from './verdict.js';
 
 export type PreflightInput = Static<typeof PreflightRequest>;
@@ -230,7 +231,7 @@ async function recentPayees(chain: ChainClient, from: Address, head: bigint, loo
 /** A log with a payee topic (32 bytes) and a value word, as USDC's Transfer has. */
 function isTransferLog(l: unknown): l is { topics: Hex[]; data: Hex } {
   const { topics, data } = (l ?? {}) as { topics?: unknown; data?: unknown };
-  return Array.isArray(topics) && typeof topics[2] === 'string' && /^0x[0-9a-fA-F]{64}$/.test(topics[2]) && typeof data === 'string' && /^0x[0-9a-fA-F]{0,64}$/.test(data);
+  return Array.isArray(topics) && typeof topics[2] === 'string' && WORD.test(topics[2]) && typeof data === 'string' && /^0x[0-9a-fA-F]{0,64}$/.test(data);
 }
 
 const BLIND_CALL =

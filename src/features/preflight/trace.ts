@@ -68,12 +68,8 @@ export function summariseTrace(root: CallFrame, sender: Address): TraceSummary {
   return { delegatecalls, topLevelSubcalls: root.calls?.length ?? 0, frames };
 }
 
-/**
- * Logs and value flows of the frames that took effect, in execution order. A reverted frame's
- * logs and value are undone with it, so they and everything below are skipped. A log's
- * `position` is the number of sub-calls its frame had made before emitting it.
- */
-const WORD = /^0x[0-9a-fA-F]{64}$/;
+/** A 32-byte word in hex: a topic. */
+export const WORD = /^0x[0-9a-fA-F]{64}$/;
 const HEX = /^0x(?:[0-9a-fA-F]{2})*$/;
 
 /**
@@ -89,6 +85,11 @@ export function rawLog(l: { address?: unknown; topics?: unknown; data?: unknown 
   return { address: getAddress(address), topics: topics as Hex[], data: data as Hex };
 }
 
+/**
+ * Logs and value flows of the frames that took effect, in execution order. A reverted frame's
+ * logs and value are undone with it, so they and everything below are skipped. A log's
+ * `position` is the number of sub-calls its frame had made before emitting it.
+ */
 export function traceLogs(root: CallFrame): { logs: RawLog[]; nativeTransfers: NativeTransfer[] } {
   const logs: RawLog[] = [];
   const nativeTransfers: NativeTransfer[] = [];

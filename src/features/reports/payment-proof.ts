@@ -176,8 +176,6 @@ const orNull = <T>(p: Promise<T>, missing: new (...a: never[]) => Error): Promis
     throw e;
   });
 
-const sameHash = (a: unknown, b: string) => typeof a === 'string' && a.toLowerCase() === b.toLowerCase();
-
 /**
  * RPC calls: the receipt, the head and the safe and finalized heads, in parallel (4 calls, one
  * round trip); only without a receipt a 5th, eth_getTransactionByHash, tells pending from
@@ -205,7 +203,7 @@ export async function gatherEvidence(
     }
     // The receipt must be the one asked for, with a status Base gives (success or reverted):
     // anything else is the node's garbage and would be judged as if it were this payment.
-    if (!sameHash(receipt.transactionHash, hash) || (receipt.status !== 'success' && receipt.status !== 'reverted')) {
+    if (String(receipt.transactionHash).toLowerCase() !== hash.toLowerCase() || (receipt.status !== 'success' && receipt.status !== 'reverted')) {
       throw new Error('the node answered a receipt that is not of this transaction, or has no known status');
     }
     // A load-balanced node can lag behind the one that served the receipt: a mined

@@ -95,15 +95,15 @@ export async function findSettlement(
     // The node's filter is not trusted: only a USDC log of this very authorization (payer and
     // nonce) counts. A provider that ignored the topics would otherwise hand over someone else's
     // Transfer, and a settled payment would be judged "used for another transfer".
-    const log = logs.find((l) => authorizationEvent(l, want) !== undefined);
-    if (!log) continue;
-    if (authorizationEvent(log, want) === 'AuthorizationCanceled') {
-      return { found: false, reason: 'the payer cancelled this payment authorization', spentElsewhere: true };
+    for (const log of logs) {
+      const event = authorizationEvent(log, want);
+      if (!event) continue;
+      if (event === 'AuthorizationCanceled') return { found: false, reason: 'the payer cancelled this payment authorization', spentElsewhere: true };
+      const settled = await settlementAt(chain, want, (log as { transactionHash: Hex }).transactionHash);
+      if (settled.found) return settled;
+      if (settled.reason === NOT_OURS) return { found: false, reason: 'the authorization was used for another transfer', spentElsewhere: true };
+      return settled;
     }
-    const settled = await settlementAt(chain, want, log.transactionHash as Hex);
-    if (settled.found) return settled;
-    if (settled.reason === NOT_OURS) return { found: false, reason: 'the authorization was used for another transfer', spentElsewhere: true };
-    return settled;
   }
   return last ?? { found: false, reason: 'the authorization was used, but no settlement of it was found since the order was stored' };
 }

@@ -102,7 +102,7 @@ export class SettlementService {
    */
   private async settledByFacilitator(row: PaidReportRow, transaction: string, recoveryKey?: string): Promise<Delivery> {
     if (this.deps.config.minConfirmations <= 1) {
-      return this.finalize(row, transaction, row.payer, this.gateway.settlementHeaders(transaction, row.payer), recoveryKey);
+      return this.finalize(row, transaction, recoveryKey);
     }
     const seen = await this.lookup(row, transaction);
     if (seen.found) return this.settledOnChain(row, seen, recoveryKey);
@@ -114,7 +114,7 @@ export class SettlementService {
    * for this very request: when the record cannot be written, the 202 must still carry it (it is
    * shown once), or the caller who has just been charged could not restore the report.
    */
-  private async finalize(row: PaidReportRow, transaction: string, payer: string, headers: Record<string, string>, recoveryKey?: string): Promise<Delivery> {
+  private async finalize(row: PaidReportRow, transaction: string, recoveryKey?: string): Promise<Delivery> {
     const now = this.deps.clock.now();
     const report = JSON.parse(row.report) as Record<string, unknown>;
     const subject = {
@@ -124,7 +124,7 @@ export class SettlementService {
       reportDigest: digestOf(report),
       price: formatUsdc(BigInt(row.price_micro)),
       asset: 'USDC' as const,
-      payer,
+      payer: row.payer,
       payTo: row.pay_to,
       settlementTransaction: transaction,
       network: row.network,
@@ -135,7 +135,7 @@ export class SettlementService {
     try {
       // Only the first to record the settlement issues the receipt; a concurrent request that saw
       // the same settlement delivers that stored receipt, so one report never has two receipts.
-      if (!(await this.store.markSettled(row.id, transaction, payer, receipt, now))) stored = await this.store.byId(row.id);
+      if (!(await this.store.markSettled(row.id, transaction, receipt, now))) stored = await this.store.byId(row.id);
     } catch {
       // Paid, but not recorded: hold the report back until recovery can record it, so that the
       // stored state never lags behind a delivered one.
@@ -145,7 +145,7 @@ export class SettlementService {
       if (stored.status !== 'settled' || !stored.settle_tx) return this.pending(row, 'settled; the record could not be read back yet', transaction, recoveryKey);
       return { kind: 'report', report: JSON.parse(stored.report), receipt: JSON.parse(stored.receipt ?? 'null'), headers: this.gateway.settlementHeaders(stored.settle_tx, stored.payer) };
     }
-    return { kind: 'report', report, receipt, headers };
+    return { kind: 'report', report, receipt, headers: this.gateway.settlementHeaders(transaction, row.payer) };
   }
 
   /**
@@ -177,7 +177,7 @@ export class SettlementService {
   /** A settlement seen on chain: released with enough confirmations, pending before that. */
   private settledOnChain(row: PaidReportRow, seen: { transaction: string; confirmations: number }, recoveryKey?: string, record = true): Promise<Delivery> {
     if (seen.confirmations >= this.deps.config.minConfirmations) {
-      return this.finalize(row, seen.transaction, row.payer, this.gateway.settlementHeaders(seen.transaction, row.payer), recoveryKey);
+      return this.finalize(row, seen.transaction, recoveryKey);
     }
     return this.pending(row, `settlement seen with ${seen.confirmations} confirmation(s)`, seen.transaction, recoveryKey, record);
   }

@@ -31,10 +31,10 @@ export class PaidReportStore {
   }
 
   /** Records the settlement once: false when the report was already settled (its receipt stands). */
-  async markSettled(id: string, tx: string, payer: string, receipt: Receipt, now: Date): Promise<boolean> {
+  async markSettled(id: string, tx: string, receipt: Receipt, now: Date): Promise<boolean> {
     const res = await this.database.db
       .updateTable('paid_reports')
-      .set({ status: 'settled', settle_tx: tx, payer, receipt: JSON.stringify(receipt), settled_at: now.toISOString(), failure: null })
+      .set({ status: 'settled', settle_tx: tx, receipt: JSON.stringify(receipt), settled_at: now.toISOString(), failure: null })
       .where('id', '=', id)
       .where('status', '!=', 'settled')
       .executeTakeFirst();
