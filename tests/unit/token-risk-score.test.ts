@@ -382,6 +382,22 @@ describe('liquidity and holders', () => {
     else expect(f).toMatchObject({ severity, evidence: { owner: OWNER, sharePercent: percent(Number(bps)) } });
     expect(findingOf(a, 'supply_distribution')!.evidence).toMatchObject({ ownerSharePercent: percent(Number(bps)), poolSharePercent: '50.00', burnedSharePercent: '0.00' });
   });
+
+  it('a balance larger than the supply is a high finding, and every share is printed as an exact decimal', () => {
+    const supply = 1n;
+    const a = score(evidenceWith({ ownership: liveOwner, holders: { totalSupply: supply, owner: 2n ** 255n, pool: 5n * 10n ** 23n, burned: 1n } }));
+    expect(findingOf(a, 'owner_supply_share')).toMatchObject({ severity: 'high', evidence: { sharePercent: `${2n ** 255n * 100n}.00` } });
+    expect(findingOf(a, 'balance_exceeds_supply')).toMatchObject({ severity: 'high', evidence: { holders: ['owner', 'pool'], totalSupply: '1' } });
+    expect(findingOf(a, 'supply_distribution')!.evidence).toMatchObject({ poolSharePercent: '50000000000000000000000000.00', burnedSharePercent: '100.00' });
+    for (const value of Object.values(findingOf(a, 'supply_distribution')!.evidence).slice(1)) expect(value).toMatch(/^\d+\.\d{2}$/);
+    expect(a.verdict.decision).not.toBe('ALLOW');
+  });
+
+  it('no balance above the supply, no balance_exceeds_supply finding', () => {
+    const supply = 1_000_000n * E18;
+    const a = score(evidenceWith({ ownership: liveOwner, holders: { owner: supply, pool: supply / 2n } }));
+    expect(findingOf(a, 'balance_exceeds_supply')).toBeUndefined();
+  });
 });
 
 describe('scores', () => {

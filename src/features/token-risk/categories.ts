@@ -32,10 +32,14 @@ export function taxSeverity(bps: number): Severity | null {
   return null;
 }
 
-export const percent = (bps: number): string => `${Math.floor(bps / 100)}.${String(bps % 100).padStart(2, '0')}`;
+/** Basis points as a percent with two decimals, in integers: exact for any size (a share a hostile token inflates to 10^70 %). */
+export const percent = (bps: number | bigint): string => {
+  const b = BigInt(bps);
+  return `${b / 100n}.${(b % 100n).toString().padStart(2, '0')}`;
+};
 
-/** Share of supply in basis points. */
-const shareBps = (part: bigint, total: bigint): number => (total > 0n ? Number((part * 10_000n) / total) : 0);
+/** Share of supply in basis points (rounded down); above 10,000 when a token reports a balance larger than its supply. */
+const shareBps = (part: bigint, total: bigint): bigint => (part * 10_000n) / total;
 
 const isUpgradeable = (e: TokenRiskEvidence) =>
   e.contract.kind === 'eip7702' ||
@@ -258,8 +262,17 @@ export function assessHolders(e: TokenRiskEvidence): CategoryAssessment {
   const findings: Finding[] = [];
   const ownerBps = h.owner === null ? null : shareBps(h.owner, h.totalSupply);
   if (ownerBps !== null) {
-    const severity: Severity | null = ownerBps >= 5000 ? 'high' : ownerBps >= 2000 ? 'medium' : ownerBps >= 500 ? 'low' : null;
+    const severity: Severity | null = ownerBps >= 5000n ? 'high' : ownerBps >= 2000n ? 'medium' : ownerBps >= 500n ? 'low' : null;
     if (severity) findings.push(finding('owner_supply_share', severity, 'The owner holds a large share of the supply', { owner: e.ownership.owner, sharePercent: percent(ownerBps), balance: h.owner!.toString() }));
+  }
+  const overSupply = (['owner', 'pool', 'burned'] as const).filter((holder) => (h[holder] ?? 0n) > h.totalSupply!);
+  if (overSupply.length > 0) {
+    findings.push(
+      finding('balance_exceeds_supply', 'high', "A balance is larger than the token's total supply: its accounting cannot be trusted", {
+        holders: overSupply,
+        totalSupply: h.totalSupply.toString(),
+      }),
+    );
   }
   findings.push(
     finding('supply_distribution', 'info', 'Known shares of the supply', {

@@ -52,6 +52,7 @@ export const FINDING_CODES = [
   'low_liquidity',
   // holders
   'owner_supply_share',
+  'balance_exceeds_supply',
   'supply_distribution',
 ] as const;
 export type FindingCode = (typeof FINDING_CODES)[number];

@@ -51,7 +51,9 @@ import { CATEGORIES, DECIDING_CATEGORIES, rank, type Category, type CategoryAsse
  *                   $100,000. No lookup configured, provider failure, stale or empty answers:
  *                   coverage unavailable.
  *   holders         always partial at best (no indexer): owner_supply_share HIGH >= 50%,
- *                   MEDIUM >= 20%, LOW >= 5%; supply_distribution info (owner, pool, burned).
+ *                   MEDIUM >= 20%, LOW >= 5%; balance_exceeds_supply HIGH (the owner, the pool
+ *                   or the burn addresses hold more than totalSupply); supply_distribution info
+ *                   (owner, pool, burned).
  *
  * Decision, first rule that applies:
  *   1. BLOCK       any CRITICAL finding (decisive evidence beats missing evidence).
