@@ -5,11 +5,13 @@ import { evidenceVerifyCommand, receiptVerifyCommand } from './features/evidence
 import { purgeExpired } from './features/maintenance.js';
 import { PolicyStore, toPolicy } from './features/spend-policy/policies.js';
 import { openDatabase, sqliteFileOf, type Database } from './platform/db/database.js';
+import { NotCurrentSchema } from './platform/db/migrations.js';
 
 const USAGE = `usage: paywarden <command>
 
 Operator commands; they act on the database named by DATABASE_URL (default sqlite:./data/paywarden.sqlite,
-relative to the current directory), which must exist: they never create one.
+relative to the current directory), which must exist with this version's schema: they never create
+one nor change its schema.
 
   policy show <policyId>                     print a policy (never its key hashes)
   policy direct-checks <policyId> on|off     turn direct evidence checks (preflight, settlement) on or off
@@ -39,7 +41,7 @@ export async function run(argv: string[], out: Out = { log: console.log, error: 
   if (cmd === 'evidence' && sub === 'verify') return evidenceVerifyCommand(rest, out);
   if (cmd === 'receipt' && sub === 'verify') return receiptVerifyCommand(rest, out);
   let database: Database | undefined;
-  const db = async () => (database ??= await openDatabase(existingDatabase(parseConfig(env).databaseUrl)));
+  const db = async () => (database ??= await openExisting(parseConfig(env).databaseUrl));
   try {
     if (cmd === 'policy' && sub === 'show' && rest.length === 1) {
       const row = await new PolicyStore(await db()).get(rest[0]!);
@@ -75,16 +77,23 @@ export async function run(argv: string[], out: Out = { log: console.log, error: 
 }
 
 /**
- * The service's database, never a new one: opening an SQLite URL creates its file, so run from
- * another directory the default relative path would give an empty database, in which every
- * policy reads as unknown and a purge finds nothing.
+ * The service's database, never a new one, nor a new schema in another: opening an SQLite URL
+ * creates its file, and migrating whatever DATABASE_URL names would turn a wrong one (run from
+ * another directory, another application's database, a PostgreSQL URL without the service's
+ * search_path) into an empty paywarden database, in which every policy reads as unknown and a
+ * purge finds nothing, and says so with exit code 0.
  */
-function existingDatabase(url: string): string {
+async function openExisting(url: string): Promise<Database> {
   const file = sqliteFileOf(url);
-  if (file !== undefined && !existsSync(file)) {
-    throw new Error(`no database at ${resolve(file)} (DATABASE_URL=${url}); set DATABASE_URL to the service's database, or run from the directory the service runs in`);
+  const where = file === undefined ? '' : ` at ${resolve(file)}`;
+  const hint = "set DATABASE_URL to the service's database, or run from the directory the service runs in";
+  if (file !== undefined && !existsSync(file)) throw new Error(`no database${where} (DATABASE_URL=${url}); ${hint}`);
+  try {
+    return await openDatabase(url, { existingOnly: true });
+  } catch (err) {
+    if (!(err instanceof NotCurrentSchema)) throw err;
+    throw new Error(`not the service's database${where}: ${err.message}; ${hint}`);
   }
-  return url;
 }
 
 function fail(out: Out, message: string): number {

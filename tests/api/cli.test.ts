@@ -1,5 +1,6 @@
 import { execFile } from 'node:child_process';
-import { existsSync } from 'node:fs';
+import { copyFileSync, existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import SQLite from 'better-sqlite3';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { promisify } from 'node:util';
@@ -74,6 +75,39 @@ describe.skipIf(testDialect !== 'sqlite')('operator CLI', () => {
       expect(errors.join()).toContain(`no database at ${missing}`);
     }
     expect(existsSync(dirname(missing))).toBe(false);
+  });
+
+  it("refuses a file that is not the service's database (empty, another application's, an older schema) and makes no schema in it", async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'paywarden-cli-foreign-'));
+    try {
+      const empty = join(dir, 'empty.sqlite');
+      writeFileSync(empty, '');
+      const foreign = join(dir, 'other.sqlite');
+      const other = new SQLite(foreign);
+      other.exec('create table invoices (id integer primary key, amount text)');
+      other.close();
+      const older = join(dir, 'older.sqlite');
+      copyFileSync(t.database.url.slice('sqlite:'.length), older);
+      const o = new SQLite(older);
+      o.prepare('delete from kysely_migration where name = (select max(name) from kysely_migration)').run();
+      o.close();
+      for (const [file, why] of [[empty, 'no paywarden schema'], [foreign, 'no paywarden schema'], [older, 'older than this version']] as const) {
+        for (const argv of [['purge'], ['policy', 'show', policy.policyId], ['policy', 'direct-checks', policy.policyId, 'on']]) {
+          errors.length = 0;
+          lines.length = 0;
+          expect(await run(argv, out, { DATABASE_URL: `sqlite:${file}` })).toBe(1);
+          expect(errors.join()).toContain(`not the service's database at ${file}: `);
+          expect(errors.join()).toContain(why);
+          expect(lines).toEqual([]);
+        }
+        const d = new SQLite(file, { readonly: true });
+        const tables = d.prepare("select name from sqlite_master where type = 'table' and name = 'policies'").all();
+        d.close();
+        expect(tables).toHaveLength(file === older ? 1 : 0);
+      }
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   it('answers unknown policies and bad usage with a non-zero exit and a message', async () => {

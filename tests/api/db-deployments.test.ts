@@ -8,6 +8,7 @@ import SQLite from 'better-sqlite3';
 import type { KyselyPlugin, PluginTransformQueryArgs, PluginTransformResultArgs, QueryResult, UnknownRow } from 'kysely';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { run } from '../../src/cli.js';
 import { PolicyStore } from '../../src/features/spend-policy/policies.js';
 import { openDatabase } from '../../src/platform/db/database.js';
 import { ReceiptSigner } from '../../src/platform/receipts.js';
@@ -150,5 +151,20 @@ describe.skipIf(testDialect !== 'postgres')('PostgreSQL: the service in a schema
         await database.close();
       }
     }
+  });
+
+  it("the operator CLI refuses a schema that is not the service's and makes no table there; it works in the service's", async () => {
+    await admin(name, (c) => c.query('create schema cli_wrong; create schema cli_right'));
+    await (await openDatabase(inSchema('cli_right'))).close();
+    const errors: string[] = [];
+    const lines: string[] = [];
+    const out = { log: (s: string) => lines.push(s), error: (s: string) => errors.push(s) };
+    expect(await run(['purge'], out, { DATABASE_URL: inSchema('cli_wrong') })).toBe(1);
+    expect(errors.join()).toContain("not the service's database: it holds no paywarden schema");
+    expect(lines).toEqual([]);
+    const made = await admin(name, (c) => c.query("select table_name from information_schema.tables where table_schema = 'cli_wrong'"));
+    expect(made.rows).toEqual([]);
+    expect(await run(['purge'], out, { DATABASE_URL: inSchema('cli_right') })).toBe(0);
+    expect(JSON.parse(lines[0]!)).toEqual({ leads: 0, policies: 0, orders: 0 });
   });
 });

@@ -6,7 +6,7 @@ import SQLite from 'better-sqlite3';
 import { Kysely, PostgresDialect, SqliteDialect, sql } from 'kysely';
 import pg from 'pg';
 import type { DB } from './schema.js';
-import { migrateToLatest } from './migrations.js';
+import { migrateToLatest, requireCurrentSchema } from './migrations.js';
 import { WalSync } from './wal-sync.js';
 
 const requireHere = createRequire(import.meta.url);
@@ -43,6 +43,11 @@ export interface DatabaseOptions {
   pgLockTimeoutMs?: number;
   /** PostgreSQL only: how long a transaction may sit idle before the server ends it (ms; tests). */
   pgIdleInTransactionMs?: number;
+  /**
+   * Refuse a database that does not already hold this version's schema, instead of migrating it
+   * (the operator CLI: a wrong DATABASE_URL must not get an empty paywarden database made in it).
+   */
+  existingOnly?: boolean;
 }
 
 /**
@@ -61,7 +66,10 @@ export const PG_IDLE_IN_TRANSACTION_MS = 5_000;
 export async function openDatabase(url: string, opts: DatabaseOptions = {}): Promise<Database> {
   const database = url.startsWith('postgres') ? openPostgres(url, opts) : openSqlite(url, opts);
   try {
-    if (database.dialect === 'postgres') {
+    if (opts.existingOnly) {
+      const pgSchema = database.dialect === 'postgres' ? (opts.pgSchema ?? (await migrationRecordsSchema(database.db))) : undefined;
+      await requireCurrentSchema(database.db, database.dialect, pgSchema);
+    } else if (database.dialect === 'postgres') {
       // Another instance may be migrating the same database: wait for it however long it takes.
       await database.db.connection().execute(async (conn) => {
         await sql`set lock_timeout = 0`.execute(conn);

@@ -379,15 +379,36 @@ begin
   return true;
 end $$`;
 
-export async function migrateToLatest(db: Kysely<any>, dialect: Dialect, pgSchema?: string): Promise<void> {
+function migrator(db: Kysely<any>, dialect: Dialect, pgSchema?: string): Migrator {
   const all = migrations(dialect);
   // Kysely looks for its bookkeeping tables across all schemas unless told which one is ours.
-  const migrator = new Migrator({
+  return new Migrator({
     db,
     provider: { getMigrations: async () => all },
     ...(pgSchema ? { migrationTableSchema: pgSchema } : {}),
   });
-  const { error, results } = await migrator.migrateToLatest();
+}
+
+/** A database that does not hold this version's schema (see requireCurrentSchema). */
+export class NotCurrentSchema extends Error {}
+
+/**
+ * Refuses, without writing anything, a database that does not hold this version's schema: one
+ * with no migration records (another application's database, an empty file, the wrong schema of
+ * the right server), one behind this version, or one ahead of it.
+ */
+export async function requireCurrentSchema(db: Kysely<any>, dialect: Dialect, pgSchema?: string): Promise<void> {
+  const known = await migrator(db, dialect, pgSchema).getMigrations();
+  const applied = known.filter((m) => m.executedAt !== undefined).length;
+  if (applied === 0) throw new NotCurrentSchema('it holds no paywarden schema (no migration records)');
+  if (applied < known.length) throw new NotCurrentSchema(`its schema is older than this version's (${applied} of ${known.length} migrations): start the service once to bring it up to date`);
+  const table = pgSchema ? sql.table(`${pgSchema}.kysely_migration`) : sql.table('kysely_migration');
+  const { rows } = await sql<{ n: number | bigint }>`select count(*) as n from ${table}`.execute(db);
+  if (Number(rows[0]!.n) > known.length) throw new NotCurrentSchema('its schema was made by a newer version of paywarden');
+}
+
+export async function migrateToLatest(db: Kysely<any>, dialect: Dialect, pgSchema?: string): Promise<void> {
+  const { error, results } = await migrator(db, dialect, pgSchema).migrateToLatest();
   if (error) {
     const failed = results?.find((r) => r.status === 'Error')?.migrationName ?? 'unknown';
     throw new Error(`database migration ${failed} failed: ${error instanceof Error ? error.message : String(error)}`);
