@@ -87,10 +87,10 @@ export function createRateLimiter(config: Config, opts: RateLimiterOptions = {})
     });
   };
 
-  async function consume(name: LimitName, source: string): Promise<void> {
-    if (!config.rateLimits) return;
+  async function consume(name: LimitName, source: string): Promise<RateLimiterRes | undefined> {
+    if (!config.rateLimits) return undefined;
     try {
-      await limiters.get(name)!.consume(source);
+      return await limiters.get(name)!.consume(source);
     } catch (rej) {
       if (!(rej instanceof RateLimiterRes)) throw rej;
       throw limited(name, rej);
@@ -98,14 +98,22 @@ export function createRateLimiter(config: Config, opts: RateLimiterOptions = {})
   }
 
   return {
-    consume,
+    consume: async (name, source) => void (await consume(name, source)),
     async reserve(name, source) {
-      if (!config.rateLimits) return async () => {};
-      await consume(name, source);
+      const res = await consume(name, source);
+      if (!res) return async () => {};
+      // The count lives in the window it was taken in. Given back after that window ended (a
+      // verify outlasting the hour), it would be taken off the next window's count instead and
+      // raise that hour's limit by one; the old window is gone, so there is nothing to give back.
+      // A second's margin for the two clocks (this process's, and Redis's expiry).
+      const windowEnds = performance.now() + res.msBeforeNext - 1000;
       // A count not given back (Redis failing mid-call) costs one count; it never fails the request.
-      return async () => void (await limiters.get(name)!.reward(source, 1).catch(() => undefined));
+      return async () => {
+        if (performance.now() >= windowEnds) return;
+        await limiters.get(name)!.reward(source, 1).catch(() => undefined);
+      };
     },
-    hook: (name) => (config.rateLimits ? [async (request) => consume(name, sourceOf(request.ip))] : []),
+    hook: (name) => (config.rateLimits ? [async (request) => void (await consume(name, sourceOf(request.ip)))] : []),
   };
 }
 

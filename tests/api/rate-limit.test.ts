@@ -6,7 +6,8 @@ import { ADDR, createTestApp, json, type TestApp } from '../helpers/app.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.js';
 import { expectProblem } from '../helpers/problems.js';
 import { connectRedis, REDIS_COMMAND_TIMEOUT_MS } from '../../src/platform/deps.js';
-import { sourceOf } from '../../src/platform/rate-limit.js';
+import { createRateLimiter, sourceOf } from '../../src/platform/rate-limit.js';
+import { testConfig } from '../../src/config.js';
 
 const EVALUATE_LIMIT = 120;
 
@@ -379,4 +380,39 @@ describe.skipIf(!process.env.REDIS_URL)('a Redis that stops answering', () => {
     relay.resume();
     expect((await evaluate(t, { remoteAddress: '198.51.100.71' })).statusCode).toBe(200);
   }, 30_000);
+});
+
+describe('a reserved count given back after its window ended', () => {
+  afterAll(() => vi.useRealTimers());
+
+  it('is not taken off the next window: the next hour allows exactly the limit', async () => {
+    vi.useFakeTimers({ now: new Date('2026-01-15T12:00:00Z') });
+    const limiter = createRateLimiter(testConfig({ rateLimits: true, refusedPaymentLimit: 3 }), { keyPrefix: `rl-${randomBytes(4).toString('hex')}` });
+    const source = '198.51.100.7';
+    // Three verifies in flight when the hour ends; each gives its count back afterwards (the
+    // facilitator accepted, or could not be reached).
+    const giveBack = await Promise.all([1, 2, 3].map(() => limiter.reserve('refusedPayments', source)));
+    await expect(limiter.reserve('refusedPayments', source)).rejects.toMatchObject({ code: 'rate_limited' });
+    await vi.advanceTimersByTimeAsync(3600_000 + 1000);
+    for (const g of giveBack) await g();
+    let allowed = 0;
+    for (let i = 0; i < 10; i++) {
+      try {
+        await limiter.reserve('refusedPayments', source);
+        allowed++;
+      } catch {
+        break;
+      }
+    }
+    expect(allowed).toBe(3);
+  });
+
+  it('within its window, a count given back is free again', async () => {
+    vi.useFakeTimers({ now: new Date('2026-01-15T12:00:00Z') });
+    const limiter = createRateLimiter(testConfig({ rateLimits: true, refusedPaymentLimit: 1 }), { keyPrefix: `rl-${randomBytes(4).toString('hex')}` });
+    const giveBack = await limiter.reserve('refusedPayments', '198.51.100.8');
+    await vi.advanceTimersByTimeAsync(60_000);
+    await giveBack();
+    await expect(limiter.reserve('refusedPayments', '198.51.100.8')).resolves.toBeTypeOf('function');
+  });
 });
