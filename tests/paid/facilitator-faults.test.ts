@@ -229,6 +229,54 @@ describe('the facilitator settles slowly or does not answer', () => {
     }
   });
 
+  it('polls of a pending report send no second settle while the first may still run; a refusal frees the next at once', async () => {
+    const payer = addressOf(4);
+    const charged = await ledger(payer);
+    let settles = 0;
+    let refuseNext = false;
+    // Settles reach the facilitator 2.5 s late, after the service (1 s timeout) has given up on them.
+    const proxy = await startHttpProxy(devnet.facilitatorUrl, async (req, forward) => {
+      if (req.url !== '/settle') return forward();
+      settles++;
+      if (refuseNext) {
+        refuseNext = false;
+        return { status: 200, body: JSON.stringify({ success: false, errorReason: 'unexpected_settle_error', transaction: '', network: 'eip155:8453' }) };
+      }
+      await new Promise((r) => setTimeout(r, 2500));
+      return forward();
+    });
+    const slow = await startPaidStack({ devnet, database: s.t.database, config: { facilitatorUrl: proxy.url, facilitatorTimeoutMs: 1000 } });
+    try {
+      const res = await recordingPayingFetch(slow, 4).fetch(`${slow.url}/api/quick-check`);
+      expect(res.status).toBe(202);
+      const pending = await res.json();
+      expect(pending.reason).toBe('facilitator_timeout');
+      const recover = () => postJson(`${slow.url}/api/orders/recover`, { id: pending.orderId, key: pending.recoveryKey });
+      // A client polling as told (and retrying its own timeouts): only the chain is looked at.
+      const polls = await Promise.all([1, 2, 3, 4].map(async () => (await recover()).json()));
+      expect(polls.map((p) => [p.status, p.reason])).toEqual(Array(4).fill(['pending', 'settlement in progress']));
+      await eventually(async () => (await recover()).status === 200, 'the first settle, landed late, restores the report');
+      expect(settles).toBe(1);
+      await charged(QUICK_PRICE);
+
+      // A settle the facilitator refuses (not a pre-broadcast refusal: uncertain) runs nothing
+      // more there: the next poll settles again at once.
+      refuseNext = true;
+      const next = await recordingPayingFetch(slow, 4).fetch(`${slow.url}/api/quick-check`);
+      expect(next.status).toBe(202);
+      const second = await next.json();
+      const again = await postJson(`${slow.url}/api/orders/recover`, { id: second.orderId, key: second.recoveryKey });
+      expect(settles).toBe(3);
+      expect([202, 200]).toContain(again.status);
+      await eventually(async () => (await postJson(`${slow.url}/api/orders/recover`, { id: second.orderId, key: second.recoveryKey })).status === 200, 'the second report');
+      expect(settles).toBe(3);
+      await charged(2n * QUICK_PRICE);
+    } finally {
+      await slow.close();
+      await proxy.close();
+    }
+  }, 60_000);
+
   it.each([
     ['the connection drops', 'drop'],
     ['a gateway answers 502 with a non-JSON body', 'bad-gateway'],

@@ -179,6 +179,7 @@ export class PaidReports {
     });
     const produced = await def.produce(input, now);
 
+    const storedAt = this.deps.clock.now().toISOString();
     const row: PaidReportRow = {
       id: newId('rpt'),
       path,
@@ -201,8 +202,10 @@ export class PaidReports {
       // When the report is stored, not when the request began: the settle starts now, and a
       // replay leaves a row alone for facilitatorTimeoutMs + 30 s from this moment (resume),
       // however long verify and produce took before it.
-      created_at: this.deps.clock.now().toISOString(),
+      created_at: storedAt,
       settled_at: null,
+      // The first settle, sent right after the row is stored, holds the lease (claimSettle).
+      settle_started_at: storedAt,
     };
     const stored = await this.storeWithOrder(row, order, path, input, inputDigest, now);
     if (!stored.inserted) return this.resumePurchase(request, reply, await this.mustLoadByAuth(payment.authId), path, inputDigest, payment.digest);

@@ -13,6 +13,11 @@ export type Delivery =
   | { kind: 'error'; error: AppError; headers: Record<string, string> };
 
 const RETRY_AFTER_SECONDS = 5;
+/**
+ * After a settle is sent, how long beyond FACILITATOR_TIMEOUT_MS no other settle of the same
+ * authorization is: the facilitator may go on after our call has given up on it.
+ */
+const SETTLE_LEASE_MARGIN_MS = 30_000;
 
 /**
  * Turns stored reports into delivered ones once their payment is settled, and never otherwise.
@@ -32,8 +37,7 @@ export class SettlementService {
 
   /** The first settlement of a freshly stored report. */
   async settleNew(row: PaidReportRow, recoveryKey: string | undefined): Promise<Delivery> {
-    const { payload, requirements, extensions } = paymentOf(row);
-    const outcome = await this.gateway.settle(payload, requirements, extensions ?? undefined);
+    const outcome = await this.settle(row, row.created_at);
     if (outcome.kind === 'settled') return this.settledByFacilitator(row, outcome.transaction, recoveryKey);
     if (outcome.kind === 'pending') return this.pending(row, facilitatorReason(outcome.reason), outcome.transaction, recoveryKey);
     if (/nonce|already.?used/i.test(outcome.reason)) return this.pending(row, facilitatorReason(outcome.reason), undefined, recoveryKey);
@@ -65,8 +69,8 @@ export class SettlementService {
     // row "pending", the next replay would settle the same authorization a second time, racing
     // the first settle (which may then revert and be reported as failed). created_at is when the
     // row was stored, right before that settle started (not when its request began).
-    const age = this.deps.clock.now().getTime() - new Date(row.created_at).getTime();
-    const settling = row.status === 'stored' && age < this.deps.config.facilitatorTimeoutMs + 30_000;
+    const now = this.deps.clock.now();
+    const settling = row.status === 'stored' && now.getTime() - new Date(row.created_at).getTime() < SETTLE_LEASE_MARGIN_MS + this.deps.config.facilitatorTimeoutMs;
 
     // The chain is consulted even for a failed settlement: a payment that did land is never
     // answered "nothing was charged" (and `txHash` can prove it). A failed one is never retried.
@@ -86,11 +90,27 @@ export class SettlementService {
     }
     if (txHash) return this.pending(row, seen.reason, undefined, undefined, !settling);
     if (settling) return this.pending(row, 'settlement in progress', undefined, undefined, false);
-    const { payload, requirements, extensions } = paymentOf(row);
-    const outcome = await this.gateway.settle(payload, requirements, extensions ?? undefined);
+    // One settle at a time, also once the row is pending: the last one sent may still be running
+    // at the facilitator (our call timed out, theirs did not). Meanwhile replays only look on chain.
+    const claimed = await this.store.claimSettle(row.id, now, this.deps.config.facilitatorTimeoutMs + SETTLE_LEASE_MARGIN_MS).catch(() => false);
+    if (!claimed) return this.pending(row, 'settlement in progress', undefined, undefined, false);
+    const outcome = await this.settle(row, now.toISOString());
     if (outcome.kind === 'settled') return this.settledByFacilitator(row, outcome.transaction);
     const reason = facilitatorReason(outcome.reason);
     return this.pending(row, outcome.kind === 'pending' ? reason : `settlement not confirmed: ${reason}`, outcome.kind === 'pending' ? outcome.transaction : undefined);
+  }
+
+  /**
+   * Sends the row's authorization to the facilitator's settle, under the lease taken at
+   * `leaseStart`. A refusal is the facilitator's final answer to that call, so the lease is given
+   * back and the next replay may settle again at once; a timeout, an unanswered call or
+   * "settlement_pending" may still be running there, so the lease holds until it expires.
+   */
+  private async settle(row: PaidReportRow, leaseStart: string) {
+    const { payload, requirements, extensions } = paymentOf(row);
+    const outcome = await this.gateway.settle(payload, requirements, extensions ?? undefined);
+    if (outcome.kind === 'failed') await this.store.releaseSettle(row.id, leaseStart).catch(() => {});
+    return outcome;
   }
 
   /**

@@ -41,6 +41,28 @@ export class PaidReportStore {
     return Number(res.numUpdatedRows ?? 0n) === 1;
   }
 
+  /**
+   * Takes the right to send this report's authorization to the facilitator's settle: true unless
+   * a settle was sent less than `leaseMs` ago (it may still be running there; a second one racing
+   * it costs the facilitator a call and, on a real chain, possibly a reverted transaction) or the
+   * report is settled or failed. Compare-and-set, so of concurrent replays only one settles.
+   */
+  async claimSettle(id: string, now: Date, leaseMs: number): Promise<boolean> {
+    const res = await this.database.db
+      .updateTable('paid_reports')
+      .set({ settle_started_at: now.toISOString() })
+      .where('id', '=', id)
+      .where('status', 'not in', ['settled', 'failed'])
+      .where((eb) => eb.or([eb('settle_started_at', 'is', null), eb('settle_started_at', '<=', new Date(now.getTime() - leaseMs).toISOString())]))
+      .executeTakeFirst();
+    return Number(res.numUpdatedRows ?? 0n) === 1;
+  }
+
+  /** Gives the lease taken at `startedAt` back (the facilitator has answered: it runs nothing more). */
+  async releaseSettle(id: string, startedAt: string): Promise<void> {
+    await this.database.db.updateTable('paid_reports').set({ settle_started_at: null }).where('id', '=', id).where('settle_started_at', '=', startedAt).execute();
+  }
+
   async markStatus(id: string, status: Exclude<ReportStatus, 'settled'>, detail: { tx?: string | undefined; failure?: string | undefined }): Promise<void> {
     await this.database.db
       .updateTable('paid_reports')

@@ -243,12 +243,7 @@ function migrations(dialect: Dialect): Record<string, Migration> {
       async up(db: Kysely<any>) {
         // The service's signature over each event's hash, made when the event is appended. Events
         // stored before have none (null): they stay readable, and verify says their links are unsigned.
-        // Re-runnable, like 0006 to 0008: only adds the column where it is missing.
-        const existing =
-          dialect === 'postgres'
-            ? await sql`select 1 from information_schema.columns where table_schema = current_schema() and table_name = 'evidence_events' and column_name = 'link_receipt'`.execute(db)
-            : await sql`select 1 from pragma_table_info('evidence_events') where name = 'link_receipt'`.execute(db);
-        if (existing.rows.length === 0) await db.schema.alterTable('evidence_events').addColumn('link_receipt', 'text').execute();
+        await addColumnIfMissing(db, dialect, 'evidence_events', 'link_receipt');
       },
     },
     '0010_settlement_claims_per_policy': {
@@ -256,7 +251,26 @@ function migrations(dialect: Dialect): Record<string, Migration> {
         await claimsPerPolicy(db, dialect);
       },
     },
+    '0011_paid_report_settle_lease': {
+      async up(db: Kysely<any>) {
+        // When the last settle of a paid report was sent to the facilitator (see claimSettle).
+        // Rows stored before have none: the first replay after the upgrade may settle them.
+        await addColumnIfMissing(db, dialect, 'paid_reports', 'settle_started_at');
+      },
+    },
   };
+}
+
+/**
+ * Adds a nullable text column unless the table has it. Re-runnable, like 0006 to 0008: SQLite
+ * runs migrations outside a transaction, so a start that stopped midway runs this again.
+ */
+async function addColumnIfMissing(db: Kysely<any>, dialect: Dialect, table: string, column: string): Promise<void> {
+  const existing =
+    dialect === 'postgres'
+      ? await sql`select 1 from information_schema.columns where table_schema = current_schema() and table_name = ${table} and column_name = ${column}`.execute(db)
+      : await sql`select 1 from pragma_table_info(${table}) where name = ${column}`.execute(db);
+  if (existing.rows.length === 0) await db.schema.alterTable(table).addColumn(column, 'text').execute();
 }
 
 /**

@@ -128,6 +128,8 @@ export interface PaidReportsTable {
   order_id: string | null;
   created_at: string;
   settled_at: string | null;
+  /** when the last settle of this authorization was sent to the facilitator (a lease: see claimSettle) */
+  settle_started_at: string | null;
 }
 
 export interface OrdersTable {
