@@ -58,6 +58,19 @@ it.each([
   expect([200, 502, 503], res.body).toContain(res.statusCode);
 });
 
+it.each([
+  ['2^31', '0x80000000'],
+  ['null', null],
+])('evidence settlement, RPC answers a USDC transfer log with logIndex %s: UNKNOWN, the same on SQLite and PostgreSQL (never storage_unavailable, never a MATCH)', async (_name, logIndex) => {
+  const p = await createPilotPolicy(t);
+  const { evidenceChainId } = await createChain(t, p, { recipient: acct(3), amount: '1.5' });
+  rpc.setRule(receipt((r) => ({ ...r, logs: r.logs.map((l: any) => ({ ...l, logIndex })) })));
+  const res = await settle(t, evidenceChainId, p.agentKey, { txHash: paid });
+  rpc.setRule(null);
+  expect(res.statusCode, res.body).toBe(200);
+  expect(res.json()).toMatchObject({ result: 'UNKNOWN' });
+});
+
 it('paid payment proof, RPC answers receipt.blockNumber "banana" after the payment was verified: 502, not 400', async () => {
   rpc.setRule(receipt((r) => ({ ...r, blockNumber: 'banana' })));
   const res = await recordingPayingFetch(s, 5).fetch(`${s.url}/api/verify-payment`, {

@@ -33,6 +33,7 @@ export interface UsdcTransfer {
   logIndex: number;
 }
 
+const MAX_LOG_INDEX = 2 ** 31 - 1;
 /** A 32-byte topic that holds an address: 12 zero bytes, then the 20 bytes of the address. */
 const ADDRESS_TOPIC = /^0x0{24}[0-9a-f]{40}$/;
 /** The data of a standard Transfer: one 32-byte word, the value. */
@@ -53,13 +54,18 @@ export function decodeUsdcTransfers(logs: readonly ReceiptLog[]): UsdcTransfer[]
     const [topic0, fromTopic, toTopic] = log.topics.map((t) => t.toLowerCase());
     const data = log.data.toLowerCase();
     if (topic0 !== TRANSFER_TOPIC || !ADDRESS_TOPIC.test(fromTopic!) || !ADDRESS_TOPIC.test(toTopic!) || !VALUE_DATA.test(data)) continue;
+    // A mined log's position in its block: no block holds 2^31 logs (nor can the claims table
+    // store such a position). Anything else is the node's garbage, not a payment to judge.
+    if (!Number.isSafeInteger(log.logIndex) || log.logIndex! < 0 || log.logIndex! > MAX_LOG_INDEX) {
+      throw new Error(`the node answered a USDC transfer log without a valid logIndex (${String(log.logIndex).slice(0, 20)})`);
+    }
     const value = BigInt(data);
     out.push({
       from: getAddress(`0x${fromTopic!.slice(26)}`),
       to: getAddress(`0x${toTopic!.slice(26)}`),
       amount: formatUsdc(value),
       amountMicro: value,
-      logIndex: log.logIndex ?? -1,
+      logIndex: log.logIndex!,
     });
   }
   return out;
