@@ -141,13 +141,13 @@ export class ReceiptSigner {
    * that leaked) means deleting its `receipt_public_key:<kid>` row from `kv`.
    */
   async publishedJwks(database: Database): Promise<{ keys: Jwk[] }> {
-    // The published rows alone (keys from 'receipt_public_key:' up to, not including,
-    // 'receipt_public_key;'): never the row of the private key.
+    // The published rows alone, never the row of the private key. By their prefix, compared as
+    // it is: not as a range of keys, which holds only in byte order (a PostgreSQL database with
+    // a linguistic collation, en_US.UTF-8 or ICU, skips punctuation and found no key at all).
     const rows = await database.db
       .selectFrom('kv')
       .select('value')
-      .where('key', '>', PUBLISHED_PREFIX)
-      .where('key', '<', `${PUBLISHED_PREFIX.slice(0, -1)};`)
+      .where((eb) => eb(eb.fn('substr', ['key', eb.lit(1), eb.lit(PUBLISHED_PREFIX.length)]), '=', PUBLISHED_PREFIX))
       .where('key', '!=', `${PUBLISHED_PREFIX}${this.jwk.kid}`)
       .orderBy('created_at', 'desc')
       .execute();

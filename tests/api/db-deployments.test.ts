@@ -1,6 +1,6 @@
 // Deployments the storage must run in besides a test schema: the operator's CLI beside the service
 // on one SQLite file, and PostgreSQL roles and schemas other than `public`.
-import { randomBytes } from 'node:crypto';
+import { generateKeyPairSync, randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -150,6 +150,30 @@ describe.skipIf(testDialect !== 'postgres')('PostgreSQL: the service in a schema
       } finally {
         await database.close();
       }
+    }
+  });
+
+  it('in a database with a linguistic collation (ICU en-US), the JWKS still lists every earlier signing key', async () => {
+    const icu = pgTestName('pw_test_db', randomBytes(4).toString('hex'));
+    await admin('postgres', (c) => c.query(`create database ${icu} template template0 locale_provider icu icu_locale 'en-US' locale 'C.UTF-8'`));
+    try {
+      // Punctuation counts for nothing at the first level here: the old range of keys found none.
+      const order = await admin(icu, (c) => c.query<{ inRange: boolean }>(`select 'receipt_public_key:abc' < 'receipt_public_key;' as "inRange"`));
+      expect(order.rows[0]!.inRange).toBe(false);
+      const first = await openDatabase(urlOf(icu));
+      const generated = await ReceiptSigner.load(first);
+      await first.close();
+      const seed = generateKeyPairSync('ed25519').privateKey.export({ format: 'jwk' }).d!;
+      const again = await openDatabase(urlOf(icu));
+      try {
+        const configured = await ReceiptSigner.load(again, seed);
+        const kids = (await configured.publishedJwks(again)).keys.map((k) => k.kid);
+        expect(kids).toEqual([configured.jwks().keys[0]!.kid, generated.jwks().keys[0]!.kid]);
+      } finally {
+        await again.close();
+      }
+    } finally {
+      await admin('postgres', (c) => c.query(`drop database if exists ${icu} with (force)`));
     }
   });
 
