@@ -1,5 +1,5 @@
 import { execFile } from 'node:child_process';
-import { copyFileSync, existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { copyFileSync, existsSync, mkdtempSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import SQLite from 'better-sqlite3';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
@@ -102,9 +102,13 @@ describe.skipIf(testDialect !== 'sqlite')('operator CLI', () => {
         }
         const d = new SQLite(file, { readonly: true });
         const tables = d.prepare("select name from sqlite_master where type = 'table' and name = 'policies'").all();
+        expect(d.pragma('journal_mode', { simple: true })).toBe(file === older ? 'wal' : 'delete');
         d.close();
         expect(tables).toHaveLength(file === older ? 1 : 0);
       }
+      // Left as they were: the empty file empty, no WAL made beside another application's file.
+      expect(statSync(empty).size).toBe(0);
+      expect(readdirSync(dir).filter((f) => !f.startsWith('older')).sort()).toEqual(['empty.sqlite', 'other.sqlite']);
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }

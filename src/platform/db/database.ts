@@ -64,11 +64,14 @@ export const PG_IDLE_IN_TRANSACTION_MS = 5_000;
 
 /** Opens the database named by `url` and brings its schema to the latest migration. */
 export async function openDatabase(url: string, opts: DatabaseOptions = {}): Promise<Database> {
-  const database = url.startsWith('postgres') ? openPostgres(url, opts) : openSqlite(url, opts);
+  const postgres = url.startsWith('postgres');
+  // Opening an SQLite file for use writes to it (WAL mode, the checkpointer): a file that is
+  // not the service's is checked over a read-only connection first, and left as it was.
+  if (opts.existingOnly && !postgres) await requireCurrentSqliteFile(url);
+  const database = postgres ? openPostgres(url, opts) : openSqlite(url, opts);
   try {
     if (opts.existingOnly) {
-      const pgSchema = database.dialect === 'postgres' ? (opts.pgSchema ?? (await migrationRecordsSchema(database.db))) : undefined;
-      await requireCurrentSchema(database.db, database.dialect, pgSchema);
+      if (postgres) await requireCurrentSchema(database.db, 'postgres', opts.pgSchema ?? (await migrationRecordsSchema(database.db)));
     } else if (database.dialect === 'postgres') {
       // Another instance may be migrating the same database: wait for it however long it takes.
       await database.db.connection().execute(async (conn) => {
@@ -110,6 +113,16 @@ async function migrationRecordsSchema(conn: Kysely<DB>): Promise<string> {
   if (!r?.schema) return 'public';
   if (r.here) return r.schema;
   return r.inPublic && (r.tables || r.publicInUse) ? 'public' : r.schema;
+}
+
+async function requireCurrentSqliteFile(url: string): Promise<void> {
+  const file = sqliteFileOf(url);
+  const db = new Kysely<DB>({ dialect: new SqliteDialect({ database: new SQLite(file ?? ':memory:', { readonly: file !== undefined, fileMustExist: file !== undefined }) }) });
+  try {
+    await requireCurrentSchema(db, 'sqlite');
+  } finally {
+    await db.destroy();
+  }
 }
 
 /** The file an `sqlite:` URL names; undefined for PostgreSQL and for an in-memory database. */
