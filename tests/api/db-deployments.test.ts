@@ -1,7 +1,7 @@
 // Deployments the storage must run in besides a test schema: the operator's CLI beside the service
 // on one SQLite file, and PostgreSQL roles and schemas other than `public`.
 import { generateKeyPairSync, randomBytes } from 'node:crypto';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import SQLite from 'better-sqlite3';
@@ -20,6 +20,22 @@ describe.skipIf(testDialect !== 'sqlite')('a second process on the SQLite file (
     dir = mkdtempSync(join(tmpdir(), 'paywarden-processes-'));
   });
   afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+  it('a new database file, its WAL and its folder are readable by the service\'s user alone, whatever the umask', async () => {
+    const file = join(dir, 'private', 'nested', 'paywarden.sqlite');
+    const before = process.umask(0o000);
+    try {
+      const database = await openDatabase(`sqlite:${file}`);
+      await ReceiptSigner.load(database); // the signing key is written
+      const modes = ['', '-wal', '-shm'].map((suffix) => statSync(`${file}${suffix}`).mode & 0o777);
+      await database.close();
+      expect(modes).toEqual([0o600, 0o600, 0o600]);
+      expect(statSync(join(dir, 'private')).mode & 0o777).toBe(0o700);
+      expect(statSync(join(dir, 'private', 'nested')).mode & 0o777).toBe(0o700);
+    } finally {
+      process.umask(before);
+    }
+  });
 
   it('a policy purge completes when another process commits while it runs', async () => {
     const file = join(dir, 'purge.sqlite');

@@ -1,4 +1,4 @@
-import { mkdirSync } from 'node:fs';
+import { closeSync, constants, mkdirSync, openSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { Worker } from 'node:worker_threads';
 import { dirname, resolve } from 'node:path';
@@ -115,6 +115,21 @@ async function migrationRecordsSchema(conn: Kysely<DB>): Promise<string> {
   return r.inPublic && (r.tables || r.publicInUse) ? 'public' : r.schema;
 }
 
+/**
+ * The file holds the receipt signing key (a local user who reads it can sign receipts the JWKS
+ * vouches for) and pilot leads' e-mail addresses: a new file and a new folder for it are made
+ * readable by the service's user alone, whatever the umask (SQLite gives its -wal and -shm files
+ * the database file's mode). An existing file keeps the mode its operator gave it.
+ */
+function createPrivately(file: string): void {
+  mkdirSync(dirname(resolve(file)), { recursive: true, mode: 0o700 });
+  try {
+    closeSync(openSync(file, constants.O_CREAT | constants.O_EXCL | constants.O_WRONLY, 0o600));
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
+  }
+}
+
 async function requireCurrentSqliteFile(url: string): Promise<void> {
   const file = sqliteFileOf(url);
   const db = new Kysely<DB>({ dialect: new SqliteDialect({ database: new SQLite(file ?? ':memory:', { readonly: file !== undefined, fileMustExist: file !== undefined }) }) });
@@ -134,7 +149,7 @@ export function sqliteFileOf(url: string): string | undefined {
 
 function openSqlite(url: string, opts: DatabaseOptions): Database {
   const file = sqliteFileOf(url);
-  if (file) mkdirSync(dirname(resolve(file)), { recursive: true });
+  if (file) createPrivately(file);
   const sqlite = new SQLite(file ?? ':memory:');
   // WAL lets readers proceed during a write; synchronous=FULL makes an acknowledged commit
   // survive a power loss, which a payment-safety service owes its callers. (Write transactions
