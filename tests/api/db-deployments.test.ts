@@ -193,6 +193,18 @@ describe.skipIf(testDialect !== 'postgres')('PostgreSQL: the service in a schema
     }
   });
 
+  it('refuses a database that is not encoded in UTF8, before making anything in it', async () => {
+    const latin1 = pgTestName('pw_test_db', randomBytes(4).toString('hex'));
+    await admin('postgres', (c) => c.query(`create database ${latin1} encoding 'LATIN1' lc_collate 'C' lc_ctype 'C' template template0`));
+    try {
+      await expect(openDatabase(urlOf(latin1))).rejects.toThrow(/DATABASE_URL names is encoded LATIN1; .*needs a UTF8 database/);
+      const made = await admin(latin1, (c) => c.query("select table_name from information_schema.tables where table_schema = 'public'"));
+      expect(made.rows).toEqual([]);
+    } finally {
+      await admin('postgres', (c) => c.query(`drop database if exists ${latin1} with (force)`));
+    }
+  });
+
   it("the operator CLI refuses a schema that is not the service's and makes no table there; it works in the service's", async () => {
     await admin(name, (c) => c.query('create schema cli_wrong; create schema cli_right'));
     await (await openDatabase(inSchema('cli_right'))).close();

@@ -70,6 +70,7 @@ export async function openDatabase(url: string, opts: DatabaseOptions = {}): Pro
   if (opts.existingOnly && !postgres) await requireCurrentSqliteFile(url);
   const database = postgres ? openPostgres(url, opts) : openSqlite(url, opts);
   try {
+    if (postgres) await requireUnicode(database.db);
     if (opts.existingOnly) {
       if (postgres) await requireCurrentSchema(database.db, 'postgres', opts.pgSchema ?? (await migrationRecordsSchema(database.db)));
     } else if (database.dialect === 'postgres') {
@@ -90,6 +91,20 @@ export async function openDatabase(url: string, opts: DatabaseOptions = {}): Pro
     throw err;
   }
   return database;
+}
+
+/**
+ * Names, request ids and agent ids may hold any Unicode text. A database in another encoding
+ * (LATIN1, say) refuses what it cannot represent with an error that fails the whole batch of
+ * decisions it arrives in, other policies' included: such a database is refused at start, before
+ * anything is made in it. SQL_ASCII stores bytes as they come, so it keeps UTF-8 text as it is.
+ */
+async function requireUnicode(db: Kysely<DB>): Promise<void> {
+  const { rows } = await sql<{ encoding: string }>`select pg_encoding_to_char(encoding) as encoding from pg_database where datname = current_database()`.execute(db);
+  const encoding = rows[0]?.encoding ?? 'UTF8';
+  if (encoding !== 'UTF8' && encoding !== 'SQL_ASCII') {
+    throw new Error(`the PostgreSQL database DATABASE_URL names is encoded ${encoding}; paywarden keeps Unicode text and needs a UTF8 database (create database … encoding 'UTF8' template template0)`);
+  }
 }
 
 /**
