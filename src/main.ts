@@ -1,3 +1,4 @@
+import { Worker } from 'node:worker_threads';
 import { buildApp } from './app.js';
 import { ConfigError, parseConfig, type Config } from './config.js';
 import { purgeExpired } from './features/maintenance.js';
@@ -7,6 +8,18 @@ const PURGE_INTERVAL_MS = 60 * 60 * 1000;
 const REDIS_WARNING_INTERVAL_MS = 60 * 1000;
 /** How much longer than a paid request's facilitator and chain calls a shutdown waits for open connections. */
 const SHUTDOWN_MARGIN_MS = 5_000;
+/** How long the exit may spend writing out the log's last lines. */
+const EXIT_FLUSH_MS = 5_000;
+
+/**
+ * Ends the process `ms` from now, however it is stuck: at exit pino writes its buffered lines
+ * synchronously and, while stdout is a pipe nobody reads (a stopped `| less`, a reader that
+ * died), retries for ever, blocking the main thread. A worker thread's timer still runs then.
+ */
+function exitWithin(ms: number): void {
+  new Worker(`setTimeout(() => process.kill(process.pid, 'SIGKILL'), ${ms});`, { eval: true }).unref();
+}
+
 const shutdownDeadlineMs = (config: Config) => 2 * config.facilitatorTimeoutMs + config.rpcTimeoutMs + SHUTDOWN_MARGIN_MS;
 
 async function main(): Promise<void> {
@@ -52,10 +65,11 @@ async function main(): Promise<void> {
     await app.close();
     clearTimeout(deadline);
     await infra.close();
+    exitWithin(EXIT_FLUSH_MS);
     process.exit(0);
   };
-  process.on('SIGINT', () => void stop('SIGINT'));
-  process.on('SIGTERM', () => void stop('SIGTERM'));
+  // SIGHUP too: the terminal or ssh session the service was started from went away.
+  for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) process.on(signal, () => void stop(signal));
 
   try {
     await app.listen({ host: config.host, port: config.port });

@@ -1,7 +1,8 @@
+import { resolve } from 'node:path';
 import { Redis } from 'ioredis';
-import type { Config } from '../config.js';
+import { ConfigError, type Config } from '../config.js';
 import { systemClock, type Clock } from './clock.js';
-import { openDatabase, type Database } from './db/database.js';
+import { openDatabase, sqliteFileOf, type Database } from './db/database.js';
 import { createRateLimiter, type RateLimiter } from './rate-limit.js';
 import { checkCdpKey } from './x402.js';
 
@@ -35,7 +36,12 @@ export function connectRedis(url: string, opts: { lazyConnect?: boolean } = {}):
 /** Opens everything the service talks to, from configuration. */
 export async function openInfrastructure(config: Config, clock: Clock = systemClock): Promise<Infrastructure> {
   await checkCdpKey(config);
-  const database = await openDatabase(config.databaseUrl);
+  const database = await openDatabase(config.databaseUrl).catch((err: unknown) => {
+    // Name the setting, and the file (an SQLite URL holds no secret; a PostgreSQL one may).
+    const file = sqliteFileOf(config.databaseUrl);
+    const which = file === undefined ? 'DATABASE_URL' : `DATABASE_URL=sqlite:${resolve(file)}`;
+    throw new ConfigError(`cannot open ${which}: ${err instanceof Error ? err.message : String(err)}`);
+  });
   const redis = config.redisUrl ? connectRedis(config.redisUrl) : undefined;
   const limiter = createRateLimiter(config, redis ? { redis } : {});
   return {

@@ -2,7 +2,7 @@
 // progress is answered, one that arrives on an open connection meanwhile gets a problem body,
 // and a client that stopped sending mid-body cannot keep the process alive.
 import { spawn } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { connect, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -23,11 +23,11 @@ describe.skipIf(testDialect !== 'sqlite')('SIGTERM', () => {
   afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
   /** The service as `npm start` runs it, on its own port; resolves once it answers. */
-  async function start() {
+  async function start(opts: { logLevel?: string; stdout?: 'ignore' | 'pipe' } = {}) {
     const port = await freePort();
     const child = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], {
-      env: { ...process.env, PORT: String(port), HOST: '127.0.0.1', DATABASE_URL: `sqlite:${join(dir, `db-${port}.sqlite`)}`, LOG_LEVEL: 'silent', FACILITATOR_TIMEOUT_MS: String(FACILITATOR_TIMEOUT_MS), RPC_TIMEOUT_MS: String(RPC_TIMEOUT_MS) },
-      stdio: 'ignore',
+      env: { ...process.env, PORT: String(port), HOST: '127.0.0.1', DATABASE_URL: `sqlite:${join(dir, `db-${port}.sqlite`)}`, LOG_LEVEL: opts.logLevel ?? 'silent', FACILITATOR_TIMEOUT_MS: String(FACILITATOR_TIMEOUT_MS), RPC_TIMEOUT_MS: String(RPC_TIMEOUT_MS) },
+      stdio: ['ignore', opts.stdout ?? 'ignore', 'ignore'],
     });
     const exited = new Promise<number | null>((done) => child.once('exit', (code) => done(code)));
     for (let i = 0; ; i++) {
@@ -44,7 +44,7 @@ describe.skipIf(testDialect !== 'sqlite')('SIGTERM', () => {
         socket.on('data', (d) => (text += d.toString('utf8')));
         socket.on('error', () => {});
       });
-    return { child, exited, open };
+    return { child, exited, open, port };
   }
   const body = JSON.stringify(EVALUATE_BODY);
   const head = `POST /api/spendpolicy/evaluate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n`;
@@ -101,4 +101,33 @@ describe.skipIf(testDialect !== 'sqlite')('SIGTERM', () => {
       child.kill('SIGKILL');
     }
   }, 60_000);
+
+  it('stops as gracefully on SIGHUP (the terminal it was started from went away)', async () => {
+    const { child, exited } = await start();
+    child.kill('SIGHUP');
+    expect(await exited).toBe(0);
+  });
+
+  it('ends even when its log goes to a pipe nobody reads', async () => {
+    // stdout is a pipe this test never reads: once it is full, pino's last write at exit waits.
+    const { child, exited, port } = await start({ logLevel: 'info', stdout: 'pipe' });
+    child.stdout!.pause();
+    for (let i = 0; i < 600; i++) await fetch(`http://127.0.0.1:${port}/healthz`);
+    const termAt = Date.now();
+    child.kill('SIGTERM');
+    const ended = await Promise.race([exited.then(() => true), sleep(20_000).then(() => false)]);
+    if (!ended) child.kill('SIGKILL');
+    expect(ended).toBe(true);
+    expect(Date.now() - termAt).toBeLessThan(15_000);
+  }, 60_000);
+
+  it('a database it cannot open stops the start with a message naming DATABASE_URL and the file', async () => {
+    const file = join(dir, 'not-a-database.sqlite');
+    writeFileSync(file, 'these are not the pages of an SQLite database, but they are long enough to be read as a header');
+    const child = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], { env: { ...process.env, PORT: String(await freePort()), DATABASE_URL: `sqlite:${file}` }, stdio: ['ignore', 'ignore', 'pipe'] });
+    let stderr = '';
+    child.stderr!.on('data', (d) => (stderr += d));
+    expect(await new Promise((done) => child.once('exit', done))).toBe(1);
+    expect(stderr.trim()).toBe(`paywarden: cannot open DATABASE_URL=sqlite:${file}: file is not a database`);
+  });
 });
