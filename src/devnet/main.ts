@@ -63,6 +63,11 @@ const onSignal = (signal: NodeJS.Signals) => {
 };
 process.on('SIGINT', onSignal);
 process.on('SIGTERM', onSignal);
+// A closed terminal or ssh session: stop as for Ctrl-C, so the temporary database goes too.
+process.on('SIGHUP', onSignal);
+// The service logs to stderr: a reader that went away (`2>&1 | grep -m1 ready`) must not crash
+// the devnet, and so leave its temporary database behind. The lines are dropped.
+process.stderr.on('error', () => {});
 
 try {
   await starting;
