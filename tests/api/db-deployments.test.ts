@@ -1,7 +1,7 @@
 // Deployments the storage must run in besides a test schema: the operator's CLI beside the service
 // on one SQLite file, and PostgreSQL roles and schemas other than `public`.
 import { generateKeyPairSync, randomBytes } from 'node:crypto';
-import { mkdtempSync, rmSync, statSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, statSync, symlinkSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import SQLite from 'better-sqlite3';
@@ -32,6 +32,14 @@ describe.skipIf(testDialect !== 'sqlite')('a second process on the SQLite file (
       expect(modes).toEqual([0o600, 0o600, 0o600]);
       expect(statSync(join(dir, 'private')).mode & 0o777).toBe(0o700);
       expect(statSync(join(dir, 'private', 'nested')).mode & 0o777).toBe(0o700);
+      // Configured as a symbolic link to a file yet to be made (on a data volume, say).
+      mkdirSync(join(dir, 'volume'));
+      symlinkSync(join(dir, 'volume', 'paywarden.sqlite'), join(dir, 'private', 'linked.sqlite'));
+      const linked = await openDatabase(`sqlite:${join(dir, 'private', 'linked.sqlite')}`);
+      await ReceiptSigner.load(linked);
+      const linkedModes = ['', '-wal', '-shm'].map((suffix) => statSync(join(dir, 'volume', `paywarden.sqlite${suffix}`)).mode & 0o777);
+      await linked.close();
+      expect(linkedModes).toEqual([0o600, 0o600, 0o600]);
     } finally {
       process.umask(before);
     }

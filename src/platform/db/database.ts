@@ -138,10 +138,15 @@ async function migrationRecordsSchema(conn: Kysely<DB>): Promise<string> {
  */
 function createPrivately(file: string): void {
   mkdirSync(dirname(resolve(file)), { recursive: true, mode: 0o700 });
+  // Without O_EXCL, so that a symbolic link to a file yet to be made (on a data volume) is
+  // followed and its target made 0600. The mode applies only to a file this creates.
+  let fd: number | undefined;
   try {
-    closeSync(openSync(file, constants.O_CREAT | constants.O_EXCL | constants.O_WRONLY, 0o600));
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
+    fd = openSync(file, constants.O_CREAT | constants.O_RDONLY, 0o600);
+  } catch {
+    // SQLite opens it next, and says why it cannot.
+  } finally {
+    if (fd !== undefined) closeSync(fd);
   }
 }
 
