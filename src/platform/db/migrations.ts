@@ -1,4 +1,4 @@
-import { Migrator, sql, type Kysely, type Migration } from 'kysely';
+import { Migrator, sql, type DatabaseIntrospector, type Kysely, type Migration, type TableMetadata } from 'kysely';
 import type { Dialect } from './database.js';
 import { payingTransfers, type SettlementObservation } from '../../features/evidence/settlement.js';
 import { claimsPerPolicy } from './claims-per-policy.js';
@@ -397,9 +397,45 @@ function migrator(db: Kysely<any>, dialect: Dialect, pgSchema?: string): Migrato
   const all = migrations(dialect);
   // Kysely looks for its bookkeeping tables across all schemas unless told which one is ours.
   return new Migrator({
-    db,
+    db: pgSchema ? introspectingOnly(db, pgSchema) : db,
     provider: { getMigrations: async () => all },
     ...(pgSchema ? { migrationTableSchema: pgSchema } : {}),
+  });
+}
+
+/**
+ * `db`, whose introspection sees only `schema`. The migrator asks the introspector whether its
+ * schema and its two bookkeeping tables exist, and Kysely's PostgreSQL introspector answers by
+ * reading every column of every table in every schema of the server: on a shared server that
+ * is everyone's catalogue at every start, and a schema another client dropped meanwhile failed
+ * the whole start ("schema … does not exist", from pg_get_serial_sequence on a table it had
+ * just listed). These two queries read the catalogue rows of one schema, and never resolve a
+ * name of another.
+ */
+function introspectingOnly(db: Kysely<any>, schema: string): Kysely<any> {
+  const introspection: DatabaseIntrospector = {
+    async getSchemas() {
+      const { rows } = await sql<{ name: string }>`select nspname as name from pg_catalog.pg_namespace where nspname = ${schema}`.execute(db);
+      return rows;
+    },
+    async getTables() {
+      const { rows } = await sql<{ name: string; isView: boolean }>`
+        select c.relname as name, c.relkind = 'v' as "isView"
+        from pg_catalog.pg_class c join pg_catalog.pg_namespace n on n.oid = c.relnamespace
+        where n.nspname = ${schema} and c.relkind in ('r', 'v', 'p')`.execute(db);
+      return rows.map((r): TableMetadata => ({ name: r.name, isView: r.isView, schema, columns: [] }));
+    },
+    async getMetadata() {
+      return { tables: await this.getTables() };
+    },
+  };
+  // Kysely keeps its state in private fields: every other member is the original's, bound to it.
+  return new Proxy(db, {
+    get(target, prop) {
+      if (prop === 'introspection') return introspection;
+      const value: unknown = Reflect.get(target, prop, target);
+      return typeof value === 'function' ? value.bind(target) : value;
+    },
   });
 }
 
