@@ -228,6 +228,75 @@ describe.skipIf(testDialect !== 'postgres')('PostgreSQL: the service in a schema
     expect(JSON.parse(lines[0]!)).toEqual({ leads: 0, policies: 0, orders: 0 });
   });
 
+  /** A database of its own for one test, dropped after it (with the roles named). */
+  const withDatabase = async (fn: (db: string) => Promise<void>, roles: string[] = []) => {
+    const db = pgTestName('pw_test_db', randomBytes(4).toString('hex'));
+    await admin('postgres', (c) => c.query(`create database ${db}`));
+    try {
+      await fn(db);
+    } finally {
+      await admin('postgres', async (c) => {
+        await c.query(`drop database if exists ${db} with (force)`);
+        for (const r of roles) await c.query(`drop role if exists ${r}`);
+      });
+    }
+  };
+  const withPath = (db: string, path: string) => {
+    const u = new URL(urlOf(db));
+    u.searchParams.set('options', `-c search_path=${path}`);
+    return u.toString();
+  };
+  const kidOf = async (url: string) => {
+    const database = await openDatabase(url);
+    try {
+      return (await ReceiptSigner.load(database)).jwks().keys[0]!.kid;
+    } finally {
+      await database.close();
+    }
+  };
+
+  it('refuses a new schema put before public when public holds a deployment, rather than serving that deployment; without public on the path it has its own', async () => {
+    await withDatabase(async (db) => {
+      const production = await kidOf(urlOf(db));
+      await admin(db, (c) => c.query('create schema staging'));
+      await expect(openDatabase(withPath(db, 'staging,public'))).rejects.toThrow(
+        /first schema of its search_path, staging, holds no paywarden tables, while public, also on it, holds a paywarden deployment/,
+      );
+      const made = await admin(db, (c) => c.query("select table_name from information_schema.tables where table_schema = 'staging'"));
+      expect(made.rows).toEqual([]);
+      // public first is the production deployment; staging alone is one of its own.
+      expect(await kidOf(withPath(db, 'public,staging'))).toBe(production);
+      const staging = await kidOf(withPath(db, 'staging'));
+      expect(staging).not.toBe(production);
+      // Once staging has its own, public beside it no longer matters.
+      expect(await kidOf(withPath(db, 'staging,public'))).toBe(staging);
+    });
+  });
+
+  it("starts in its own schema beside another application's Kysely migrations and kv table in public", async () => {
+    await withDatabase(async (db) => {
+      await admin(db, (c) =>
+        c.query("create table public.kysely_migration (name varchar(255) primary key, timestamp varchar(255) not null); insert into public.kysely_migration values ('2024_01_01_init', '2024-01-01'); create table public.kv (k text); create schema pw"),
+      );
+      await kidOf(withPath(db, 'pw,public'));
+      const records = await admin(db, (c) => c.query<{ s: string }>("select table_schema as s from information_schema.tables where table_name = 'kysely_migration' order by 1"));
+      expect(records.rows.map((r) => r.s)).toEqual(['public', 'pw']);
+    });
+  });
+
+  it('starts for a role that may not even use public (revoked from everyone)', async () => {
+    const hardened = pgTestName('pw_test_role', randomBytes(4).toString('hex'));
+    await withDatabase(async (db) => {
+      await admin('postgres', (c) => c.query(`create role ${hardened} login`));
+      await admin(db, (c) => c.query(`revoke all on schema public from public; create schema app authorization ${hardened}; alter role ${hardened} in database ${db} set search_path = app`));
+      await kidOf(urlOf(db, hardened));
+      const errors: string[] = [];
+      const lines: string[] = [];
+      expect(await run(['purge'], { log: (l: string) => lines.push(l), error: (l: string) => errors.push(l) }, { DATABASE_URL: urlOf(db, hardened) })).toBe(0);
+      expect(errors).toEqual([]);
+    }, [hardened]);
+  });
+
   it('starts, and the CLI opens its database, while another application on the server drops its schemas', async () => {
     await admin(name, (c) => c.query('create schema beside_churn'));
     // Another client of the server making and dropping schemas with tables, as fast as it can.

@@ -113,21 +113,40 @@ async function requireUnicode(db: Kysely<DB>): Promise<void> {
  * that a role that may not create in `public` can start, and two deployments in two schemas of
  * one database each have their own. Before this, the records were always kept in `public`, and a
  * deployment that has its records there goes on using them: one whose tables are in its own
- * schema, and one whose tables are in `public` too, still on its search_path, after a schema was
- * put before it (a schema named after the role, say). Else it would start over, empty, with a
- * new signing key.
+ * schema, and one whose tables are in `public` too, still on its search_path, after a schema
+ * named after the role appeared before it. Else it would start over, empty, with a new signing key.
+ *
+ * Records in `public` count only when they are paywarden's (another application's Kysely
+ * records are not). When the first schema holds nothing of paywarden's and `public`, also on the
+ * search_path, holds a deployment, that is either such a deployment or a new one meant for the
+ * first schema beside it (staging beside production): the start is refused rather than guessed,
+ * since guessing wrong either serves the other deployment's policies and signing key or hides
+ * this one's. Only the catalogue is read, which needs no privilege on `public`.
  */
 async function migrationRecordsSchema(conn: Kysely<DB>): Promise<string> {
-  const { rows } = await sql<{ schema: string | null; here: boolean; tables: boolean; inPublic: boolean; publicInUse: boolean }>`
-    select current_schema() as schema,
-      to_regclass(quote_ident(current_schema()) || '.kysely_migration') is not null as here,
-      to_regclass(quote_ident(current_schema()) || '.kv') is not null as tables,
-      to_regclass('public.kysely_migration') is not null as "inPublic",
-      to_regclass('public.kv') is not null and 'public' = any(current_schemas(false)) as "publicInUse"`.execute(conn);
+  const { rows } = await sql<{ schema: string | null; user: string; here: boolean; tables: boolean; inPublic: boolean; publicOnPath: boolean }>`
+    with rel as (
+      select n.nspname, c.relname, has_schema_privilege(n.oid, 'usage') and has_table_privilege(c.oid, 'select') as readable from pg_catalog.pg_class c join pg_catalog.pg_namespace n on n.oid = c.relnamespace
+      where c.relname in ('kysely_migration', 'kv') and (n.nspname = current_schema() or n.nspname = 'public')
+    )
+    select current_schema() as schema, current_user as user,
+      exists (select 1 from rel where nspname = current_schema() and relname = 'kysely_migration') as here,
+      exists (select 1 from rel where nspname = current_schema() and relname = 'kv') as tables,
+      exists (select 1 from rel where nspname = 'public' and relname = 'kysely_migration' and readable) as "inPublic",
+      exists (select 1 from rel where nspname = 'public' and relname = 'kv') and 'public' = any(current_schemas(false)) as "publicOnPath"`.execute(conn);
   const r = rows[0];
   if (!r?.schema) return 'public';
-  if (r.here) return r.schema;
-  return r.inPublic && (r.tables || r.publicInUse) ? 'public' : r.schema;
+  if (r.here || !r.inPublic) return r.schema;
+  const { rows: ours } = await sql<{ ours: boolean }>`select exists (select 1 from public.kysely_migration where name = '0001_foundation') as ours`.execute(conn);
+  if (!ours[0]?.ours) return r.schema;
+  if (r.tables || (r.publicOnPath && r.schema === r.user)) return 'public';
+  if (r.publicOnPath) {
+    throw new Error(
+      `the first schema of its search_path, ${r.schema}, holds no paywarden tables, while public, also on it, holds a paywarden deployment. ` +
+        `To use that deployment, put public first (or take ${r.schema} off the search_path); to keep a deployment of its own in ${r.schema}, take public off the search_path`,
+    );
+  }
+  return r.schema;
 }
 
 /**
