@@ -17,6 +17,7 @@ describe('isStorageFailure: 503 for the storage failing, 500 for a defect', () =
     ['PostgreSQL too many connections (53300)', pgError('53300')],
     ['PostgreSQL lock not available (55P03)', pgError('55P03')],
     ['PostgreSQL idle-in-transaction session ended (25P03)', pgError('25P03')],
+    ['PostgreSQL read-only transaction (25006)', pgError('25006')],
     ['SQLite busy', sqliteError('SQLITE_BUSY')],
     ['SQLite I/O error', sqliteError('SQLITE_IOERR_WRITE')],
     ['SQLite disk full', sqliteError('SQLITE_FULL')],

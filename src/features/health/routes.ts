@@ -17,7 +17,7 @@ export const healthRoutes: FastifyPluginAsyncTypebox<AppDeps> = async (app, deps
     {
       schema: {
         tags: ['health'],
-        summary: 'The database answers; 503 otherwise',
+        summary: 'The database answers and takes writes; 503 otherwise',
         response: { 200: Status, ...problems(503) },
       },
     },
@@ -25,7 +25,7 @@ export const healthRoutes: FastifyPluginAsyncTypebox<AppDeps> = async (app, deps
       try {
         await deps.database.ping();
       } catch {
-        throw new AppError('storage_unavailable', 'the database does not answer');
+        throw new AppError('storage_unavailable', 'the database does not answer or takes no writes');
       }
       return { status: 'ready' };
     },

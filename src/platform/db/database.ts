@@ -7,6 +7,7 @@ import { Kysely, PostgresDialect, SqliteDialect, sql } from 'kysely';
 import pg from 'pg';
 import type { DB } from './schema.js';
 import { migrateToLatest, requireCurrentSchema } from './migrations.js';
+import { StorageFailure } from './failures.js';
 import { WalSync } from './wal-sync.js';
 
 const requireHere = createRequire(import.meta.url);
@@ -409,7 +410,9 @@ function openPostgres(url: string, opts: DatabaseOptions): Database {
     db,
     dialect: 'postgres',
     ping: async () => {
-      await sql`select 1`.execute(db);
+      // A database that takes no writes (set read-only, or a standby) cannot serve: not ready.
+      const { rows } = await sql<{ ro: string }>`select current_setting('transaction_read_only') as ro`.execute(db);
+      if (rows[0]?.ro === 'on') throw new StorageFailure('the database is read-only');
     },
     close: () => db.destroy(),
   };

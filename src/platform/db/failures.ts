@@ -7,10 +7,11 @@ export class StorageFailure extends Error {}
  * PostgreSQL error classes that mean the database could not do the work right now, not that the
  * statement was wrong: 08 connection exception, 40 transaction rollback (serialization failure,
  * deadlock), 53 insufficient resources, 55P03 lock not available, 57 operator intervention
- * (query cancelled, server shutting down), 58 system error, and 25P03 (the server ended a
- * transaction left idle too long: an instance that stalled mid-transaction).
+ * (query cancelled, server shutting down), 58 system error, 25P03 (the server ended a
+ * transaction left idle too long: an instance that stalled mid-transaction), and 25006 (a
+ * read-only transaction: a database set read-only, when its storage is full say, or a standby).
  */
-const PG_UNAVAILABLE = /^(08|40|53|57|58)|^55P03$|^25P03$/;
+const PG_UNAVAILABLE = /^(08|40|53|57|58)|^55P03$|^25P03$|^25006$/;
 /** SQLite result codes (and their extended forms) that mean the same. */
 const SQLITE_UNAVAILABLE = /^SQLITE_(BUSY|LOCKED|IOERR|FULL|CANTOPEN|READONLY|PROTOCOL|NOMEM|CORRUPT|NOTADB)/;
 /** Transport errors of a connection to PostgreSQL. */
