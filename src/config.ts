@@ -37,6 +37,11 @@ export const EnvSchema = Type.Object({
     description: 'sqlite:<file> (embedded default) or postgres://… (several instances behind a load balancer)',
   }),
   REDIS_URL: optional('redis://… to share rate limits across instances; in-process when unset', '^rediss?://.+$'),
+  REDIS_KEY_PREFIX: Type.String({
+    default: 'paywarden:rl',
+    pattern: '^[A-Za-z0-9:._-]{1,100}$',
+    description: 'Prefix of the rate-limit keys in Redis: give each deployment that shares one Redis (staging and production, say) its own',
+  }),
   TRUST_PROXY: Type.String({
     default: '',
     description: 'Comma-separated addresses or CIDRs of trusted proxies; only then does X-Forwarded-For name the source',
@@ -98,6 +103,7 @@ export interface Config {
   port: number;
   databaseUrl: string;
   redisUrl: string | undefined;
+  redisKeyPrefix: string;
   trustProxy: string[];
   publicBaseUrl: string;
   logLevel: string;
@@ -248,6 +254,7 @@ export function parseConfig(source: Record<string, string | undefined> = process
     port,
     databaseUrl: env.DATABASE_URL,
     redisUrl: env.REDIS_URL,
+    redisKeyPrefix: env.REDIS_KEY_PREFIX,
     trustProxy,
     publicBaseUrl: (env.PUBLIC_BASE_URL ?? `http://${env.HOST.includes(':') ? `[${env.HOST}]` : env.HOST}:${port}`).replace(/\/+$/, ''),
     logLevel: env.LOG_LEVEL,

@@ -2,10 +2,9 @@ import { Worker } from 'node:worker_threads';
 import { buildApp } from './app.js';
 import { ConfigError, parseConfig, type Config } from './config.js';
 import { purgeExpired } from './features/maintenance.js';
-import { openInfrastructure } from './platform/deps.js';
+import { openInfrastructure, warnWhileRedisFails } from './platform/deps.js';
 
 const PURGE_INTERVAL_MS = 60 * 60 * 1000;
-const REDIS_WARNING_INTERVAL_MS = 60 * 1000;
 /** How much longer than a paid request's facilitator and chain calls a shutdown waits for open connections. */
 const SHUTDOWN_MARGIN_MS = 5_000;
 /** How long the exit may spend writing out the log's last lines. */
@@ -27,14 +26,7 @@ async function main(): Promise<void> {
   const infra = await openInfrastructure(config);
   const app = await buildApp(infra);
   if (!config.rateLimits) app.log.warn('RATE_LIMITS=off: no per-source limit is enforced (meant for benchmarks only)');
-  // Without Redis every instance counts its own limits (the in-process insurance limiter): say
-  // so, once a minute at most while it lasts.
-  let redisWarnedAt = 0;
-  infra.redis?.on('error', (err: Error) => {
-    if (Date.now() - redisWarnedAt < REDIS_WARNING_INTERVAL_MS) return;
-    redisWarnedAt = Date.now();
-    app.log.warn({ err }, 'Redis unavailable: rate limits are counted per instance until it is back');
-  });
+  warnWhileRedisFails(infra, app.log);
 
   const purge = async () => {
     try {

@@ -43,7 +43,7 @@ export async function openInfrastructure(config: Config, clock: Clock = systemCl
     throw new ConfigError(`cannot open ${which}: ${err instanceof Error ? err.message : String(err)}`);
   });
   const redis = config.redisUrl ? connectRedis(config.redisUrl) : undefined;
-  const limiter = createRateLimiter(config, redis ? { redis } : {});
+  const limiter = createRateLimiter(config, redis ? { redis, keyPrefix: config.redisKeyPrefix } : {});
   return {
     config,
     database,
@@ -55,4 +55,24 @@ export async function openInfrastructure(config: Config, clock: Clock = systemCl
       await database.close();
     },
   };
+}
+
+const REDIS_WARNING_INTERVAL_MS = 60 * 1000;
+
+/**
+ * While Redis fails, every instance counts its own limits (the in-process insurance limiter):
+ * says so, once a minute at most while it lasts. Both ways count: the client's connection errors,
+ * and commands that a connected Redis refuses (OOM at maxmemory, NOPERM for an ACL user without
+ * scripting) or does not answer in time, which its client reports nowhere.
+ */
+export function warnWhileRedisFails(infra: Pick<Infrastructure, 'redis' | 'limiter'>, log: { warn(obj: object, msg: string): void }): void {
+  if (!infra.redis) return;
+  let warnedAt = -Infinity;
+  const warn = (err?: Error) => {
+    if (performance.now() - warnedAt < REDIS_WARNING_INTERVAL_MS) return;
+    warnedAt = performance.now();
+    log.warn(err ? { err } : {}, 'Redis unavailable: rate limits are counted per instance until it is back');
+  };
+  infra.redis.on('error', (err: Error) => warn(err));
+  infra.limiter.onFallback(() => warn());
 }

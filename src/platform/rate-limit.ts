@@ -47,6 +47,12 @@ export interface RateLimiter {
    */
   reserve(name: LimitName, source: string): Promise<() => Promise<void>>;
   /**
+   * Calls `listener` whenever Redis did not carry out a count (it failed, refused the command, or
+   * did not answer in time) and the in-process insurance limiter counted instead: a Redis that
+   * answers OOM or NOPERM to every command is connected, so its client reports no error.
+   */
+  onFallback(listener: () => void): void;
+  /**
    * Route hooks (onRequest or preHandler) counting the request's source against `name`: none at
    * all when rate limits are off, so a benchmark measures the route, not an empty hook.
    */
@@ -55,8 +61,25 @@ export interface RateLimiter {
 
 export interface RateLimiterOptions {
   redis?: Redis;
-  /** Redis key prefix; tests give each run its own so runs never share counters by accident. */
+  /** Redis key prefix (REDIS_KEY_PREFIX); tests give each run its own so runs never share counters by accident. */
   keyPrefix?: string;
+}
+
+export const DEFAULT_REDIS_KEY_PREFIX = 'paywarden:rl';
+
+/** The in-process limiter that counts when Redis does not: it tells `used` each time. */
+class InsuranceLimiter extends RateLimiterMemory {
+  constructor(
+    opts: ConstructorParameters<typeof RateLimiterMemory>[0],
+    private readonly used: () => void,
+  ) {
+    super(opts);
+  }
+
+  override consume(...args: Parameters<RateLimiterMemory['consume']>): Promise<RateLimiterRes> {
+    this.used();
+    return super.consume(...args);
+  }
 }
 
 /**
@@ -66,14 +89,19 @@ export interface RateLimiterOptions {
  */
 export function createRateLimiter(config: Config, opts: RateLimiterOptions = {}): RateLimiter {
   const table = rateLimitTable(config);
-  const prefix = opts.keyPrefix ?? 'paywarden:rl';
+  const prefix = opts.keyPrefix ?? DEFAULT_REDIS_KEY_PREFIX;
+  const fallbackListeners: Array<() => void> = [];
+  const fellBack = () => {
+    for (const listener of fallbackListeners) listener();
+  };
   const limiters = new Map<LimitName, RateLimiterAbstract>();
   for (const [name, limit] of Object.entries(table) as Array<[LimitName, Limit]>) {
     const base = { points: limit.points, duration: limit.durationSeconds, keyPrefix: `${prefix}:${name}` };
-    const memory = new RateLimiterMemory(base);
     limiters.set(
       name,
-      opts.redis ? new RateLimiterRedis({ ...base, storeClient: opts.redis, insuranceLimiter: memory }) : memory,
+      opts.redis
+        ? new RateLimiterRedis({ ...base, storeClient: opts.redis, insuranceLimiter: new InsuranceLimiter(base, fellBack) })
+        : new RateLimiterMemory(base),
     );
   }
 
@@ -114,6 +142,7 @@ export function createRateLimiter(config: Config, opts: RateLimiterOptions = {})
       };
     },
     hook: (name) => (config.rateLimits ? [async (request) => void (await consume(name, sourceOf(request.ip)))] : []),
+    onFallback: (listener) => void fallbackListeners.push(listener),
   };
 }
 

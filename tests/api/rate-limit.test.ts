@@ -1,13 +1,16 @@
 import { randomBytes } from 'node:crypto';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { connect, createServer, type AddressInfo } from 'node:net';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { ADDR, createTestApp, json, type TestApp } from '../helpers/app.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.js';
 import { expectProblem } from '../helpers/problems.js';
-import { connectRedis, REDIS_COMMAND_TIMEOUT_MS } from '../../src/platform/deps.js';
+import { connectRedis, openInfrastructure, REDIS_COMMAND_TIMEOUT_MS, warnWhileRedisFails } from '../../src/platform/deps.js';
 import { createRateLimiter, sourceOf } from '../../src/platform/rate-limit.js';
-import { testConfig } from '../../src/config.js';
+import { parseConfig, testConfig } from '../../src/config.js';
 
 const EVALUATE_LIMIT = 120;
 
@@ -414,5 +417,83 @@ describe('a reserved count given back after its window ended', () => {
     await vi.advanceTimersByTimeAsync(60_000);
     await giveBack();
     await expect(limiter.reserve('refusedPayments', '198.51.100.8')).resolves.toBeTypeOf('function');
+  });
+});
+
+describe.skipIf(!process.env.REDIS_URL)('a Redis that is connected but refuses every command (an ACL user without scripting)', () => {
+  const user = `pw-test-noscript-${randomBytes(4).toString('hex')}`;
+  let admin: Redis;
+  let refusing: Redis;
+  beforeAll(async () => {
+    admin = connectRedis(process.env.REDIS_URL!, { lazyConnect: true });
+    await admin.connect();
+    // rate-limiter-flexible counts with a Lua script: NOPERM for every count (OOM at maxmemory is alike).
+    await admin.call('ACL', 'SETUSER', user, 'on', 'nopass', '~*', '+@all', '-@scripting');
+    const url = new URL(process.env.REDIS_URL!);
+    url.username = user;
+    refusing = connectRedis(url.toString(), { lazyConnect: true });
+    await refusing.connect();
+  });
+  afterAll(async () => {
+    refusing?.disconnect();
+    await admin?.call('ACL', 'DELUSER', user);
+    admin?.disconnect();
+  });
+
+  it('keeps limits in force in process and says so in the log, once a minute at most', async () => {
+    const limiter = createRateLimiter(testConfig({ rateLimits: true, leadLimit: 2 }), { redis: refusing, keyPrefix: `pw-test:${randomBytes(8).toString('hex')}` });
+    const warnings: string[] = [];
+    warnWhileRedisFails({ redis: refusing, limiter }, { warn: (_obj, msg) => void warnings.push(msg) });
+    await limiter.consume('pilotLeads', '198.51.100.80');
+    await limiter.consume('pilotLeads', '198.51.100.80');
+    await expect(limiter.consume('pilotLeads', '198.51.100.80')).rejects.toMatchObject({ code: 'rate_limited' });
+    expect(warnings).toEqual(['Redis unavailable: rate limits are counted per instance until it is back']);
+  });
+});
+
+describe.skipIf(!process.env.REDIS_URL)('REDIS_KEY_PREFIX: two deployments on one Redis', () => {
+  const prefixes = [`pw-test-staging-${randomBytes(4).toString('hex')}`, `pw-test-production-${randomBytes(4).toString('hex')}`];
+  let redis: Redis;
+  const dirs: string[] = [];
+  beforeAll(async () => {
+    redis = connectRedis(process.env.REDIS_URL!, { lazyConnect: true });
+    await redis.connect();
+  });
+  afterAll(async () => {
+    for (const p of prefixes) {
+      const keys = await redis.keys(`${p}:*`);
+      if (keys.length) await redis.del(...keys);
+    }
+    redis?.disconnect();
+    for (const d of dirs) rmSync(d, { recursive: true, force: true });
+  });
+
+  it('count apart: staging using up its policy creations leaves production its own', async () => {
+    const deployment = async (prefix: string) => {
+      const dir = mkdtempSync(join(tmpdir(), 'paywarden-prefix-'));
+      dirs.push(dir);
+      const env = { DATABASE_URL: `sqlite:${join(dir, 'pw.sqlite')}`, REDIS_URL: process.env.REDIS_URL!, REDIS_KEY_PREFIX: prefix, POLICY_CREATE_LIMIT: '2' };
+      const infra = await openInfrastructure(parseConfig(env));
+      // Until its client has connected, a count is taken in process.
+      if (infra.redis!.status !== 'ready') await new Promise((ready) => infra.redis!.once('ready', ready));
+      return infra;
+    };
+    const [staging, production] = [await deployment(prefixes[0]!), await deployment(prefixes[1]!)];
+    try {
+      await staging.limiter.consume('policyCreate', '198.51.100.90');
+      await staging.limiter.consume('policyCreate', '198.51.100.90');
+      await expect(staging.limiter.consume('policyCreate', '198.51.100.90')).rejects.toMatchObject({ code: 'rate_limited' });
+      await expect(production.limiter.consume('policyCreate', '198.51.100.90')).resolves.toBeUndefined();
+      expect(await redis.keys(`${prefixes[0]}:policyCreate:*`)).toHaveLength(1);
+      expect(await redis.keys(`${prefixes[1]}:policyCreate:*`)).toHaveLength(1);
+    } finally {
+      await staging.close();
+      await production.close();
+    }
+  });
+
+  it('is refused at start when it is not a plain key prefix', () => {
+    expect(() => parseConfig({ REDIS_KEY_PREFIX: 'two words' })).toThrow(/REDIS_KEY_PREFIX/);
+    expect(parseConfig({}).redisKeyPrefix).toBe('paywarden:rl');
   });
 });
