@@ -11,6 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { run } from '../../src/cli.js';
 import { PolicyStore } from '../../src/features/spend-policy/policies.js';
 import { openDatabase } from '../../src/platform/db/database.js';
+import { MIGRATION_LOCK_WAIT_MS } from '../../src/platform/db/migrations.js';
 import { ReceiptSigner } from '../../src/platform/receipts.js';
 import { pgTestName, testDialect } from '../helpers/db.js';
 
@@ -295,6 +296,36 @@ describe.skipIf(testDialect !== 'postgres')('PostgreSQL: the service in a schema
       expect(await run(['purge'], { log: (l: string) => lines.push(l), error: (l: string) => errors.push(l) }, { DATABASE_URL: urlOf(db, hardened) })).toBe(0);
       expect(errors).toEqual([]);
     }, [hardened]);
+  });
+
+  it("an upgrade's migration waiting for a table that another client keeps busy never holds up the running instances' queries on it", async () => {
+    await withDatabase(async (db) => {
+      // A deployment of the previous version: migration 0011 not run yet.
+      await (await openDatabase(urlOf(db))).close();
+      await admin(db, (c) => c.query("delete from kysely_migration where name = '0011_paid_report_settle_lease'; alter table paid_reports drop column settle_started_at"));
+      // Another client (a report, a pg_dump) reads the table in a long transaction.
+      const reader = new pg.Client({ connectionString: urlOf(db) });
+      await reader.connect();
+      const running = new pg.Client({ connectionString: urlOf(db) });
+      await running.connect();
+      try {
+        await reader.query('begin; select count(*) from paid_reports');
+        const upgrade = openDatabase(urlOf(db));
+        // The new version's start is waiting for its lock on paid_reports.
+        await expect.poll(async () => (await running.query("select 1 from pg_stat_activity where wait_event_type = 'Lock' and query like 'alter table%paid_reports%'")).rowCount, { timeout: 10_000 }).toBe(1);
+        // A running instance's query on the table gets through meanwhile (it gave up after 10 s behind the old migration).
+        await running.query(`set lock_timeout = ${MIGRATION_LOCK_WAIT_MS * 4}`);
+        await expect(running.query('select count(*) from paid_reports')).resolves.toMatchObject({ rowCount: 1 });
+        await reader.query('commit');
+        const upgraded = await upgrade;
+        await upgraded.close();
+        const column = await running.query("select 1 from information_schema.columns where table_name = 'paid_reports' and column_name = 'settle_started_at'");
+        expect(column.rowCount).toBe(1);
+      } finally {
+        await reader.end();
+        await running.end();
+      }
+    });
   });
 
   it('starts, and the CLI opens its database, while another application on the server drops its schemas', async () => {

@@ -75,15 +75,20 @@ export async function openDatabase(url: string, opts: DatabaseOptions = {}): Pro
     if (opts.existingOnly) {
       if (postgres) await requireCurrentSchema(database.db, 'postgres', opts.pgSchema ?? (await migrationRecordsSchema(database.db)));
     } else if (database.dialect === 'postgres') {
-      // Another instance may be migrating the same database: wait for it however long it takes.
-      await database.db.connection().execute(async (conn) => {
-        await sql`set lock_timeout = 0`.execute(conn);
+      // Another instance may be migrating the same database: Kysely's migration lock waits for it
+      // (up to an hour). A table another client keeps busy is waited for MIGRATION_LOCK_WAIT_MS
+      // at a time, so that the queries of running instances never queue behind the migration
+      // for longer: the migration is rolled back and tried again, however long it takes.
+      const schema = opts.pgSchema ?? (await migrationRecordsSchema(database.db));
+      for (let attempt = 1; ; attempt++) {
         try {
-          await migrateToLatest(conn, 'postgres', opts.pgSchema ?? (await migrationRecordsSchema(conn)));
-        } finally {
-          await sql`reset lock_timeout`.execute(conn);
+          await migrateToLatest(database.db, 'postgres', schema);
+          break;
+        } catch (err) {
+          if (!(err instanceof Error) || (err.cause as { code?: unknown } | undefined)?.code !== '55P03') throw err;
+          await new Promise((retry) => setTimeout(retry, Math.min(attempt * 250, 5_000)));
         }
-      });
+      }
     } else {
       await migrateToLatest(database.db, database.dialect);
     }

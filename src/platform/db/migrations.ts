@@ -393,8 +393,31 @@ begin
   return true;
 end $$`;
 
+/**
+ * How long a PostgreSQL migration waits for a lock on a table before it gives up, and the start
+ * tries again (see openDatabase). A migration's ALTER TABLE waits for every transaction using the
+ * table (another client's long report query or pg_dump, say), and while it waits every other
+ * query on the table queues behind it: running instances of the previous version answered 503
+ * for as long as that transaction lasted. Kysely sets a lock timeout of an hour for the whole
+ * migration transaction (for its advisory lock); each migration sets its own first.
+ */
+export const MIGRATION_LOCK_WAIT_MS = 2_000;
+
 function migrator(db: Kysely<any>, dialect: Dialect, pgSchema?: string): Migrator {
-  const all = migrations(dialect);
+  const all =
+    dialect === 'postgres'
+      ? Object.fromEntries(
+          Object.entries(migrations(dialect)).map(([name, m]): [string, Migration] => [
+            name,
+            {
+              async up(tx: Kysely<any>) {
+                await sql.raw(`set local lock_timeout = ${MIGRATION_LOCK_WAIT_MS}`).execute(tx);
+                await m.up(tx);
+              },
+            },
+          ]),
+        )
+      : migrations(dialect);
   // Kysely looks for its bookkeeping tables across all schemas unless told which one is ours.
   return new Migrator({
     db: pgSchema ? introspectingOnly(db, pgSchema) : db,
@@ -461,6 +484,6 @@ export async function migrateToLatest(db: Kysely<any>, dialect: Dialect, pgSchem
   const { error, results } = await migrator(db, dialect, pgSchema).migrateToLatest();
   if (error) {
     const failed = results?.find((r) => r.status === 'Error')?.migrationName ?? 'unknown';
-    throw new Error(`database migration ${failed} failed: ${error instanceof Error ? error.message : String(error)}`);
+    throw new Error(`database migration ${failed} failed: ${error instanceof Error ? error.message : String(error)}`, { cause: error });
   }
 }
