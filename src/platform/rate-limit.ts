@@ -65,7 +65,7 @@ export interface RateLimiterOptions {
   keyPrefix?: string;
 }
 
-export const DEFAULT_REDIS_KEY_PREFIX = 'paywarden:rl';
+const DEFAULT_REDIS_KEY_PREFIX = 'paywarden:rl';
 
 /** The in-process limiter that counts when Redis does not: it tells `used` each time. */
 class InsuranceLimiter extends RateLimiterMemory {
