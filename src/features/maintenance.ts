@@ -18,11 +18,18 @@ export interface PurgeResult {
  */
 export async function purgeExpired(database: Database, now: Date): Promise<PurgeResult> {
   const leads = await new LeadStore(database).purgeExpired(now);
-  // Evidence chains first: they belong to the policies purged next.
-  const evidenceChains = await new EvidenceStore(database).purgeExpired(now);
+  const policies = new PolicyStore(database);
+  const evidence = new EvidenceStore(database);
+  const expired = await policies.expiredIds(now);
+  let evidenceChains = 0;
+  for (const id of expired) {
+    // Its evidence chains first: they belong to the policy.
+    evidenceChains += await evidence.purgePolicy(id);
+    await policies.purge(id, now);
+  }
   return {
     leads,
-    policies: await new PolicyStore(database).purgeExpired(now),
+    policies: expired.length,
     ...(evidenceChains ? { evidenceChains } : {}),
     // The TTL only matters when creating orders; purging compares stored expiry times.
     orders: await new OrderStore(database, 0).purgeExpired(now),

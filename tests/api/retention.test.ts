@@ -2,6 +2,7 @@ import { createHash } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { purgeExpired } from '../../src/features/maintenance.js';
 import { PolicyStore } from '../../src/features/spend-policy/policies.js';
+import { PURGE_CHUNK_ROWS } from '../../src/platform/db/tx.js';
 import { createTestApp, json, type TestApp } from '../helpers/app.js';
 import { expectProblem } from '../helpers/problems.js';
 import {
@@ -226,5 +227,52 @@ describe('a change read before a purge and written after it', () => {
     expect(row).toMatchObject({ rules: '{}', name: '', agent_key_hash: createHash('sha256').update(c.agentKey).digest('hex') });
     expect(row.purged_at).not.toBeNull();
     expectProblem(await getPolicy(t, c.policyId, bearer(c.adminKey)), 410, 'expired');
+  });
+});
+
+describe('purging a policy with a long history', () => {
+  let t: TestApp;
+  beforeAll(async () => {
+    t = await createTestApp();
+    t.clock.set(START);
+  });
+  afterAll(async () => {
+    await t.close();
+  });
+
+  it('deletes every decision and evidence chain over several chunks, and leaves a live policy alone', async () => {
+    const gone = await createPolicy(t);
+    const template = (await decide(t, gone, { amount: '1' })).decision.decisionId;
+    const row = await t.database.db.selectFrom('decisions').selectAll().where('id', '=', template).executeTakeFirstOrThrow();
+    const { seq: _seq, ...copy } = row;
+    const decisions = 2 * PURGE_CHUNK_ROWS + 7;
+    const chains = PURGE_CHUNK_ROWS + 3;
+    for (let i = 1; i < decisions; i += 500) {
+      const rows = Array.from({ length: Math.min(500, decisions - i) }, (_, k) => ({ ...copy, id: `dec_${String(i + k).padStart(32, '0')}`, request_id: `bulk-${i + k}` }));
+      await t.database.db.insertInto('decisions').values(rows).execute();
+    }
+    for (let i = 0; i < chains; i += 500) {
+      const ids = Array.from({ length: Math.min(500, chains - i) }, (_, k) => `ec_${String(i + k).padStart(32, '0')}`);
+      await t.database.db.insertInto('evidence_chains').values(ids.map((id) => ({ id, policy_id: gone.policyId, request_id: id, decision_id: template, intent: '{}', intent_digest: 'x', created_at: START }))).execute();
+      await t.database.db
+        .insertInto('evidence_events')
+        .values(ids.map((id) => ({ id: `ev_${id.slice(3)}`, chain_id: id, sequence: 1, event_type: 'INTENT_RECORDED', body: '{}', created_at: START, prev_hash: 'x', hash: 'y' })))
+        .execute();
+    }
+    const count = async (table: 'decisions' | 'evidence_chains', policyId: string) =>
+      Number((await t.database.db.selectFrom(table).select((eb) => eb.fn.countAll().as('n')).where('policy_id', '=', policyId).executeTakeFirstOrThrow()).n);
+    expect(await count('decisions', gone.policyId)).toBe(decisions);
+
+    t.clock.set(new Date(Date.parse(START) + RETENTION + DAY));
+    const live2 = await createPolicy(t);
+    const result = await purgeExpired(t.database, t.clock.now());
+    expect(result).toMatchObject({ policies: 1, evidenceChains: chains });
+    expect(await count('decisions', gone.policyId)).toBe(0);
+    expect(await count('evidence_chains', gone.policyId)).toBe(0);
+    const events = await t.database.db.selectFrom('evidence_events').select('id').execute();
+    expect(events).toEqual([]);
+    expectProblem(await getPolicy(t, gone.policyId, bearer(gone.adminKey)), 410, 'expired');
+    // The policy made since is untouched.
+    expect((await decide(t, live2, { amount: '1' })).decision.decision).toBe('APPROVE');
   });
 });

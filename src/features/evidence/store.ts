@@ -1,7 +1,7 @@
 import { sql, type Selectable } from 'kysely';
 import type { Database } from '../../platform/db/database.js';
 import type { EvidenceChainsTable } from '../../platform/db/schema.js';
-import { writeTransaction, type Tx } from '../../platform/db/tx.js';
+import { purgeInChunks, writeTransaction, type Tx } from '../../platform/db/tx.js';
 import { AppError } from '../../platform/errors.js';
 import { newId } from '../../platform/ids.js';
 import type { Receipt, ReceiptSigner } from '../../platform/receipts.js';
@@ -203,16 +203,18 @@ export class EvidenceStore {
       .execute();
   }
 
-  /** Deletes the chains (and their events) of policies whose access ended; returns how many chains. */
-  async purgeExpired(now: Date): Promise<number> {
-    const iso = now.toISOString();
-    return writeTransaction(this.database, async (tx) => {
-      const expired = tx.selectFrom('policies').select('id').where('access_expires_at', '<=', iso);
-      const chains = tx.selectFrom('evidence_chains').select('id').where('policy_id', 'in', expired);
-      await tx.deleteFrom('evidence_settlement_claims').where('chain_id', 'in', chains).execute();
-      await tx.deleteFrom('evidence_events').where('chain_id', 'in', chains).execute();
-      const res = await tx.deleteFrom('evidence_chains').where('policy_id', 'in', expired).executeTakeFirst();
-      return Number(res.numDeletedRows);
+  /**
+   * Deletes the chains of a policy whose access ended, with their events and settlement claims,
+   * a chunk of chains per write transaction (purgeInChunks); returns how many chains.
+   */
+  async purgePolicy(policyId: string): Promise<number> {
+    return purgeInChunks(this.database, async (tx, limit) => {
+      const ids = (await tx.selectFrom('evidence_chains').select('id').where('policy_id', '=', policyId).limit(limit).execute()).map((r) => r.id);
+      if (!ids.length) return 0;
+      await tx.deleteFrom('evidence_settlement_claims').where('chain_id', 'in', ids).execute();
+      await tx.deleteFrom('evidence_events').where('chain_id', 'in', ids).execute();
+      await tx.deleteFrom('evidence_chains').where('id', 'in', ids).execute();
+      return ids.length;
     });
   }
 }

@@ -1,7 +1,7 @@
 import { sql, type UpdateQueryBuilder } from 'kysely';
 import type { Database } from '../../platform/db/database.js';
 import type { DB, PoliciesTable } from '../../platform/db/schema.js';
-import { writeTransaction, type Tx } from '../../platform/db/tx.js';
+import { purgeInChunks, writeTransaction, type Tx } from '../../platform/db/tx.js';
 import { AppError, type ErrorCode } from '../../platform/errors.js';
 import { newId } from '../../platform/ids.js';
 import { generateKey, hashKey, presentedKey, sameHash, type KeyKind } from '../../platform/keys.js';
@@ -188,31 +188,43 @@ export class PolicyStore {
   }
 
   /** Removes the data of policies whose access expired; the row stays as a tombstone (410). */
-  async purgeExpired(now: Date): Promise<number> {
-    const iso = now.toISOString();
-    const expired = await this.database.db
+  /** Policies whose access ended and whose data is still kept (see purge). */
+  async expiredIds(now: Date): Promise<string[]> {
+    // `purged_at is null` as written lets the partial index of migration 0012 serve it: the
+    // tombstones of every policy ever purged are not read again each hour.
+    const rows = await this.database.db
       .selectFrom('policies')
       .select('id')
-      .where('access_expires_at', '<=', iso)
-      .where('purged_at', 'is', null)
+      .where('access_expires_at', '<=', now.toISOString())
+      .where(sql<boolean>`purged_at is null`)
       .execute();
-    for (const { id } of expired) {
-      // A write transaction from its first statement (BEGIN IMMEDIATE on SQLite): a deferred one
-      // that reads first failed at once ("database is locked") when another process sharing the
-      // file (`paywarden purge` beside the service) committed between its read and its delete.
-      await writeTransaction(this.database, async (tx) => {
-        // The policy row first, as decision batches lock it, so the two never deadlock.
-        await loadPolicy(this.database, tx, id, true);
-        await tx.deleteFrom('policy_day_repeats').where('policy_id', '=', id).execute();
-        await tx.deleteFrom('policy_day_spend').where('policy_id', '=', id).execute();
-        await tx.deleteFrom('decisions').where('policy_id', '=', id).execute();
-        await tx
-          .updateTable('policies')
-          .set({ purged_at: iso, rules: '{}', name: '', agent_id: '' })
-          .where('id', '=', id)
-          .execute();
-      });
-    }
-    return expired.length;
+    return rows.map((r) => r.id);
+  }
+
+  /**
+   * Deletes an expired policy's decisions and budget rows, keeping a tombstone that answers 410.
+   * The decisions go in chunks (purgeInChunks); nothing of the policy is readable meanwhile (its
+   * access ended), and a purge cut off midway is finished by the next, as the tombstone is last.
+   */
+  async purge(id: string, now: Date): Promise<void> {
+    await purgeInChunks(this.database, async (tx, limit) => {
+      const chunk = tx.selectFrom('decisions').select('id').where('policy_id', '=', id).limit(limit);
+      return Number((await tx.deleteFrom('decisions').where('id', 'in', chunk).executeTakeFirst()).numDeletedRows);
+    });
+    // A write transaction from its first statement (BEGIN IMMEDIATE on SQLite): a deferred one
+    // that reads first failed at once ("database is locked") when another process sharing the
+    // file (`paywarden purge` beside the service) committed between its read and its delete.
+    await writeTransaction(this.database, async (tx) => {
+      // The policy row first, as decision batches lock it, so the two never deadlock.
+      await loadPolicy(this.database, tx, id, true);
+      await tx.deleteFrom('policy_day_repeats').where('policy_id', '=', id).execute();
+      await tx.deleteFrom('policy_day_spend').where('policy_id', '=', id).execute();
+      await tx.deleteFrom('decisions').where('policy_id', '=', id).execute();
+      await tx
+        .updateTable('policies')
+        .set({ purged_at: now.toISOString(), rules: '{}', name: '', agent_id: '' })
+        .where('id', '=', id)
+        .execute();
+    });
   }
 }

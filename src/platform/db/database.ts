@@ -203,6 +203,10 @@ function openSqlite(url: string, opts: DatabaseOptions): Database {
   sqlite.pragma('synchronous = FULL');
   sqlite.pragma('busy_timeout = 5000');
   sqlite.pragma('foreign_keys = ON');
+  // A WAL that one large transaction grew (a long history purged at once, an upgrade's
+  // migration) is cut back to the size it is started over at, the next time it is, instead of
+  // keeping its largest size on disk until the process ends.
+  sqlite.pragma(`journal_size_limit = ${(opts.walRestartFrames ?? WAL_RESTART_FRAMES) * Number(sqlite.pragma('page_size', { simple: true }))}`);
   // Money columns hold micro-USDC; reading them as JavaScript numbers would lose precision.
   sqlite.defaultSafeIntegers(true);
   const checkpointer = file === undefined ? undefined : startCheckpointer(sqlite, file, opts.walRestartFrames ?? WAL_RESTART_FRAMES);

@@ -43,3 +43,24 @@ async function sqliteTransaction<T>(conn: Tx, fn: (tx: Tx) => Promise<T>): Promi
     throw err;
   }
 }
+
+/** Rows a purge deletes per write transaction (see purgeInChunks). */
+export const PURGE_CHUNK_ROWS = 2_000;
+
+/**
+ * A purge of many rows as a series of short write transactions, each deleting at most
+ * `PURGE_CHUNK_ROWS` (`deleteChunk` returns how many it deleted), with a turn of the event loop
+ * between them. One statement deleting a policy's million decisions held the event loop (SQLite
+ * runs on it) for seconds, so every request waited, it grew the WAL by hundreds of MB, and a
+ * `paywarden purge` beside the service held the write lock that long (the service's writes then
+ * failed after 5 s). Returns how many rows it deleted in all.
+ */
+export async function purgeInChunks(database: Database, deleteChunk: (tx: Tx, limit: number) => Promise<number>): Promise<number> {
+  let total = 0;
+  for (;;) {
+    const n = await writeTransaction(database, (tx) => deleteChunk(tx, PURGE_CHUNK_ROWS));
+    total += n;
+    if (n < PURGE_CHUNK_ROWS) return total;
+    await new Promise((turn) => setImmediate(turn));
+  }
+}
