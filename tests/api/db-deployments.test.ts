@@ -277,6 +277,20 @@ describe.skipIf(testDialect !== 'postgres')('PostgreSQL: the service in a schema
     });
   });
 
+  it("a role's own schema before public is not taken for a legacy deployment when public's belongs to another role it is a member of", async () => {
+    const prod = pgTestName('pw_test_role', randomBytes(4).toString('hex'));
+    const stg = pgTestName('pw_test_role', randomBytes(4).toString('hex'));
+    await withDatabase(async (db) => {
+      await admin('postgres', (c) => c.query(`create role ${prod} login; create role ${stg} login; grant ${prod} to ${stg}`));
+      await admin(db, (c) => c.query(`grant create on schema public to ${prod}; create schema ${stg} authorization ${stg}`));
+      // Production in public (no schema named after its role); staging's role has its own schema.
+      await kidOf(urlOf(db, prod));
+      await expect(openDatabase(urlOf(db, stg))).rejects.toThrow(new RegExp(`first schema of its search_path, ${stg}, holds no paywarden tables`));
+      const made = await admin(db, (c) => c.query('select table_name from information_schema.tables where table_schema = $1', [stg]));
+      expect(made.rows).toEqual([]);
+    }, [stg, prod]);
+  });
+
   it("starts in its own schema beside another application's Kysely migrations and kv table in public", async () => {
     await withDatabase(async (db) => {
       await admin(db, (c) =>

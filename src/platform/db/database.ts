@@ -58,7 +58,8 @@ export interface DatabaseOptions {
  * partition): the server ends it and releases its locks, and the writes of the others go on. A
  * lock held longer than PG_LOCK_TIMEOUT_MS by anyone (an operator's open transaction, say) turns
  * the waiting requests into 503s instead of hanging them without limit. Both well above what a
- * healthy batch holds a lock (milliseconds). Migrations wait for locks without limit.
+ * healthy batch holds a lock (milliseconds). Migrations wait MIGRATION_LOCK_WAIT_MS at a time
+ * (see openDatabase).
  */
 export const PG_LOCK_TIMEOUT_MS = 10_000;
 export const PG_IDLE_IN_TRANSACTION_MS = 5_000;
@@ -120,7 +121,8 @@ async function requireUnicode(db: Kysely<DB>): Promise<void> {
  * one database each have their own. Before this, the records were always kept in `public`, and a
  * deployment that has its records there goes on using them: one whose tables are in its own
  * schema, and one whose tables are in `public` too, still on its search_path, after a schema
- * named after the role appeared before it. Else it would start over, empty, with a new signing key.
+ * named after the role (which made them) appeared before it. Else it would start over, empty,
+ * with a new signing key.
  *
  * Records in `public` count only when they are paywarden's (another application's Kysely
  * records are not). When the first schema holds nothing of paywarden's and `public`, also on the
@@ -130,22 +132,27 @@ async function requireUnicode(db: Kysely<DB>): Promise<void> {
  * this one's. Only the catalogue is read, which needs no privilege on `public`.
  */
 async function migrationRecordsSchema(conn: Kysely<DB>): Promise<string> {
-  const { rows } = await sql<{ schema: string | null; user: string; here: boolean; tables: boolean; inPublic: boolean; publicOnPath: boolean }>`
+  const { rows } = await sql<{ schema: string | null; user: string; here: boolean; tables: boolean; inPublic: boolean; publicOwn: boolean; publicOnPath: boolean }>`
     with rel as (
-      select n.nspname, c.relname, has_schema_privilege(n.oid, 'usage') and has_table_privilege(c.oid, 'select') as readable from pg_catalog.pg_class c join pg_catalog.pg_namespace n on n.oid = c.relnamespace
+      select n.nspname, c.relname, has_schema_privilege(n.oid, 'usage') and has_table_privilege(c.oid, 'select') as readable,
+        c.relowner = (select oid from pg_catalog.pg_roles where rolname = current_user) as own
+      from pg_catalog.pg_class c join pg_catalog.pg_namespace n on n.oid = c.relnamespace
       where c.relname in ('kysely_migration', 'kv') and (n.nspname = current_schema() or n.nspname = 'public')
     )
     select current_schema() as schema, current_user as user,
       exists (select 1 from rel where nspname = current_schema() and relname = 'kysely_migration') as here,
       exists (select 1 from rel where nspname = current_schema() and relname = 'kv') as tables,
       exists (select 1 from rel where nspname = 'public' and relname = 'kysely_migration' and readable) as "inPublic",
+      exists (select 1 from rel where nspname = 'public' and relname = 'kysely_migration' and own) as "publicOwn",
       exists (select 1 from rel where nspname = 'public' and relname = 'kv') and 'public' = any(current_schemas(false)) as "publicOnPath"`.execute(conn);
   const r = rows[0];
   if (!r?.schema) return 'public';
   if (r.here || !r.inPublic) return r.schema;
   const { rows: ours } = await sql<{ ours: boolean }>`select exists (select 1 from public.kysely_migration where name = '0001_foundation') as ours`.execute(conn);
   if (!ours[0]?.ours) return r.schema;
-  if (r.tables || (r.publicOnPath && r.schema === r.user)) return 'public';
+  // The role's own schema appeared before its own deployment in public (another role's, one it
+  // may read or is a member of, is not its deployment).
+  if (r.tables || (r.publicOnPath && r.schema === r.user && r.publicOwn)) return 'public';
   if (r.publicOnPath) {
     throw new Error(
       `the first schema of its search_path, ${r.schema}, holds no paywarden tables, while public, also on it, holds a paywarden deployment. ` +
