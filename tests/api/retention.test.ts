@@ -265,6 +265,7 @@ describe('purging a policy with a long history', () => {
 
     t.clock.set(new Date(Date.parse(START) + RETENTION + DAY));
     const live2 = await createPolicy(t);
+    const kept = (await decide(t, live2, { amount: '1' })).decision.decisionId;
     const result = await purgeExpired(t.database, t.clock.now());
     expect(result).toMatchObject({ policies: 1, evidenceChains: chains });
     expect(await count('decisions', gone.policyId)).toBe(0);
@@ -273,6 +274,26 @@ describe('purging a policy with a long history', () => {
     expect(events).toEqual([]);
     expectProblem(await getPolicy(t, gone.policyId, bearer(gone.adminKey)), 410, 'expired');
     // The policy made since is untouched.
-    expect((await decide(t, live2, { amount: '1' })).decision.decision).toBe('APPROVE');
+    expect((await readDecision(t, kept, bearer(live2.adminKey))).statusCode).toBe(200);
+    expect(await count('decisions', live2.policyId)).toBe(1);
+  });
+
+  it('also deletes an evidence chain committed while the policy was being purged (none outlives its retention)', async () => {
+    t.clock.set(START);
+    const p = await createPolicy(t);
+    t.clock.set(new Date(Date.parse(START) + RETENTION + DAY));
+    // A request that passed the access check just before the expiry commits its chain after the
+    // purge deleted the policy's chains, before the tombstone.
+    const purge = PolicyStore.prototype.purge;
+    const spy = vi.spyOn(PolicyStore.prototype, 'purge').mockImplementation(async function (this: PolicyStore, ...args) {
+      await t.database.db.insertInto('evidence_chains').values({ id: 'ec_late', policy_id: p.policyId, request_id: 'late', decision_id: 'dec_x', intent: '{}', intent_digest: 'x', created_at: START }).execute();
+      return purge.apply(this, args);
+    });
+    try {
+      expect(await purgeExpired(t.database, t.clock.now())).toMatchObject({ policies: 1, evidenceChains: 1 });
+    } finally {
+      spy.mockRestore();
+    }
+    expect(await t.database.db.selectFrom('evidence_chains').select('id').where('policy_id', '=', p.policyId).execute()).toEqual([]);
   });
 });

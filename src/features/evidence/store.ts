@@ -205,17 +205,26 @@ export class EvidenceStore {
 
   /**
    * Deletes the chains of a policy whose access ended, with their events and settlement claims,
-   * a chunk of chains per write transaction (purgeInChunks); returns how many chains.
+   * a chunk of chains per write transaction (purgeInChunks), each under the policy's lock as
+   * every writer of its chains takes it; returns how many chains.
    */
   async purgePolicy(policyId: string): Promise<number> {
     return purgeInChunks(this.database, async (tx, limit) => {
-      const ids = (await tx.selectFrom('evidence_chains').select('id').where('policy_id', '=', policyId).limit(limit).execute()).map((r) => r.id);
-      if (!ids.length) return 0;
-      await tx.deleteFrom('evidence_settlement_claims').where('chain_id', 'in', ids).execute();
-      await tx.deleteFrom('evidence_events').where('chain_id', 'in', ids).execute();
-      await tx.deleteFrom('evidence_chains').where('id', 'in', ids).execute();
-      return ids.length;
+      await tx.selectFrom('policies').select('id').where('id', '=', policyId).$call((q) => (this.database.dialect === 'postgres' ? q.forUpdate() : q)).execute();
+      return this.deleteChains(tx, policyId, limit);
     });
+  }
+
+  /** Deletes up to `limit` chains of the policy (all of them without a limit), with their events and claims. */
+  async deleteChains(tx: Tx, policyId: string, limit?: number): Promise<number> {
+    let q = tx.selectFrom('evidence_chains').select('id').where('policy_id', '=', policyId);
+    if (limit !== undefined) q = q.limit(limit);
+    const ids = (await q.execute()).map((r) => r.id);
+    if (!ids.length) return 0;
+    await tx.deleteFrom('evidence_settlement_claims').where('chain_id', 'in', ids).execute();
+    await tx.deleteFrom('evidence_events').where('chain_id', 'in', ids).execute();
+    await tx.deleteFrom('evidence_chains').where('id', 'in', ids).execute();
+    return ids.length;
   }
 }
 

@@ -206,8 +206,12 @@ export class PolicyStore {
    * The decisions go in chunks (purgeInChunks); nothing of the policy is readable meanwhile (its
    * access ended), and a purge cut off midway is finished by the next, as the tombstone is last.
    */
-  async purge(id: string, now: Date): Promise<void> {
+  async purge(id: string, now: Date, withTombstone: (tx: Tx) => Promise<void> = async () => {}): Promise<void> {
     await purgeInChunks(this.database, async (tx, limit) => {
+      // The policy row first, as in every transaction that writes its rows: two purges of the
+      // same policy at once (two instances, or the CLI beside the service) then take turns
+      // instead of deadlocking on PostgreSQL.
+      await loadPolicy(this.database, tx, id, true);
       const chunk = tx.selectFrom('decisions').select('id').where('policy_id', '=', id).limit(limit);
       return Number((await tx.deleteFrom('decisions').where('id', 'in', chunk).executeTakeFirst()).numDeletedRows);
     });
@@ -220,6 +224,9 @@ export class PolicyStore {
       await tx.deleteFrom('policy_day_repeats').where('policy_id', '=', id).execute();
       await tx.deleteFrom('policy_day_spend').where('policy_id', '=', id).execute();
       await tx.deleteFrom('decisions').where('policy_id', '=', id).execute();
+      // What else belongs to the policy, written by a request that passed its access check just
+      // before the expiry and committed since the caller's chunks (see purgeExpired).
+      await withTombstone(tx);
       await tx
         .updateTable('policies')
         .set({ purged_at: now.toISOString(), rules: '{}', name: '', agent_id: '' })
