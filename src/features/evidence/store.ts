@@ -5,6 +5,7 @@ import { purgeInChunks, writeTransaction, type Tx } from '../../platform/db/tx.j
 import { AppError } from '../../platform/errors.js';
 import { newId } from '../../platform/ids.js';
 import type { Receipt, ReceiptSigner } from '../../platform/receipts.js';
+import { loadPolicy } from '../spend-policy/policies.js';
 import { LINK_RECEIPT_KIND, linkEvent, linkSubject, type ChainEvent, type EventType, type Intent } from './hashing.js';
 
 export type ChainRow = Selectable<EvidenceChainsTable>;
@@ -210,7 +211,7 @@ export class EvidenceStore {
    */
   async purgePolicy(policyId: string): Promise<number> {
     return purgeInChunks(this.database, async (tx, limit) => {
-      await tx.selectFrom('policies').select('id').where('id', '=', policyId).$call((q) => (this.database.dialect === 'postgres' ? q.forUpdate() : q)).execute();
+      await loadPolicy(this.database, tx, policyId, true);
       return this.deleteChains(tx, policyId, limit);
     });
   }

@@ -187,7 +187,6 @@ export class PolicyStore {
     return Number(res.numUpdatedRows) === 1;
   }
 
-  /** Removes the data of policies whose access expired; the row stays as a tombstone (410). */
   /** Policies whose access ended and whose data is still kept (see purge). */
   async expiredIds(now: Date): Promise<string[]> {
     // `purged_at is null` as written lets the partial index of migration 0012 serve it: the

@@ -213,10 +213,11 @@ function openSqlite(url: string, opts: DatabaseOptions): Database {
   // A WAL that one large transaction grew (a long history purged at once, an upgrade's
   // migration) is cut back to the size it is started over at, the next time it is, instead of
   // keeping its largest size on disk until the process ends.
-  sqlite.pragma(`journal_size_limit = ${(opts.walRestartFrames ?? WAL_RESTART_FRAMES) * Number(sqlite.pragma('page_size', { simple: true }))}`);
+  const restartFrames = opts.walRestartFrames ?? WAL_RESTART_FRAMES;
+  sqlite.pragma(`journal_size_limit = ${restartFrames * Number(sqlite.pragma('page_size', { simple: true }))}`);
   // Money columns hold micro-USDC; reading them as JavaScript numbers would lose precision.
   sqlite.defaultSafeIntegers(true);
-  const checkpointer = file === undefined ? undefined : startCheckpointer(sqlite, file, opts.walRestartFrames ?? WAL_RESTART_FRAMES);
+  const checkpointer = file === undefined ? undefined : startCheckpointer(sqlite, file, restartFrames);
   // The WAL lies beside the file SQLite resolved (a symbolic link to the database, or to a folder
   // on its path, is followed), which need not be beside the path configured.
   const walPath = `${(sqlite.pragma('database_list') as Array<{ name: string; file: string }>).find((d) => d.name === 'main')!.file}-wal`;

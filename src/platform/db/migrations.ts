@@ -414,20 +414,17 @@ end $$`;
 export const MIGRATION_LOCK_WAIT_MS = 2_000;
 
 function migrator(db: Kysely<any>, dialect: Dialect, pgSchema?: string): Migrator {
-  const all =
-    dialect === 'postgres'
-      ? Object.fromEntries(
-          Object.entries(migrations(dialect)).map(([name, m]): [string, Migration] => [
-            name,
-            {
-              async up(tx: Kysely<any>) {
-                await sql.raw(`set local lock_timeout = ${MIGRATION_LOCK_WAIT_MS}`).execute(tx);
-                await m.up(tx);
-              },
-            },
-          ]),
-        )
-      : migrations(dialect);
+  const all = migrations(dialect);
+  if (dialect === 'postgres') {
+    for (const [name, m] of Object.entries(all)) {
+      all[name] = {
+        async up(tx: Kysely<any>) {
+          await sql.raw(`set local lock_timeout = ${MIGRATION_LOCK_WAIT_MS}`).execute(tx);
+          await m.up(tx);
+        },
+      };
+    }
+  }
   // Kysely looks for its bookkeeping tables across all schemas unless told which one is ours.
   return new Migrator({
     db: pgSchema ? introspectingOnly(db, pgSchema) : db,
