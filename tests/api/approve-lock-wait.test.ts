@@ -43,7 +43,7 @@ describe.skipIf(testDialect !== 'postgres')('an approval that waited for the pol
     const pending = await decide(pair.a, p, { amount: '30' });
     const expiresAt = Date.parse(pending.decision.approval.expiresAt);
     pair.a.clock.set(new Date(expiresAt - 1000));
-    return { p, id: pending.decision.decisionId as string, expiresAt };
+    return { p, id: pending.decision.decisionId as string, requestId: pending.decision.requestId as string, expiresAt };
   }
 
   it('past the expiry by the time it holds the lock: 410, and the decision reads EXPIRED', async () => {
@@ -81,5 +81,23 @@ describe.skipIf(testDialect !== 'postgres')('an approval that waited for the pol
     expect(approved.decision.approval.status).toBe('ADMIN_APPROVED');
     const read = json(await reading);
     expect(read.decision.approval).toEqual(approved.decision.approval);
+  });
+
+  it('judged just before the expiry but still committing: a replay of the request on another instance waits and shows ADMIN_APPROVED', async () => {
+    const { p, id, requestId, expiresAt } = await pendingASecondBeforeExpiry();
+    const held = await holdLock(sql`select id from decisions where id = ${id} for update`);
+    const approving = approve(pair.a, id, p.adminKey);
+    await held.blocking();
+    // Instance b answers a replay from a read taken without the policy's lock: it must not sign
+    // EXPIRED while a's approval, judged in time, is still committing.
+    pair.b.clock.set(new Date(expiresAt + 1000));
+    const replaying = decide(pair.b, p, { requestId, amount: '30' });
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    await held.release();
+    const approved = json(await approving);
+    expect(approved.decision.approval.status).toBe('ADMIN_APPROVED');
+    const replay = await replaying;
+    expect(replay.decision.approval).toEqual(approved.decision.approval);
+    expect(replay.decision.decisionId).toBe(id);
   });
 });

@@ -52,6 +52,8 @@ interface DecidedBatch {
   rows: DecisionRow[];
   spends: SpendDelta[];
   repeats: RepeatDelta[];
+  /** A replay reads as a pending approval that expired just now (see justExpired): answer it only under the lock. */
+  replaysJustExpired: boolean;
 }
 
 /** Budget spent by the decisions of one batch, by policy and day (and by recipient and amount). */
@@ -117,6 +119,15 @@ function requestDigest(req: { agentId: string; recipient: string; amount: bigint
 
 /** How long after its expiry an approval judged just before it may still be committing (far beyond a transaction's time). */
 const IN_FLIGHT_APPROVAL_MS = 60_000;
+
+/**
+ * A pending approval that reads as EXPIRED at `now`, but expired so recently that an approval
+ * judged (under the policy's lock) just before its expiry may still be committing. Read without
+ * that lock, it must not be answered as EXPIRED: a signed EXPIRED must never be followed by
+ * ADMIN_APPROVED.
+ */
+const justExpired = (row: Omit<DecisionRow, 'receipt'>, now: Date) =>
+  approvalOf(row, now)?.status === 'EXPIRED' && row.approval_status === 'PENDING' && now.getTime() - Date.parse(row.approval_expires_at!) < IN_FLIGHT_APPROVAL_MS;
 
 /**
  * Protected decisions: the rules of the free evaluation, with the budget and repeat counts
@@ -254,6 +265,8 @@ export class DecisionService {
     const snaps = await this.hot.readMany(db, jobs);
     const decided = await this.decideFrom(db, jobs, snaps);
     const outcomes = this.signing(decided.outcomes, 'meanwhile');
+    // A replay of an approval request that expired just now is answered under the locks, as read() does.
+    if (decided.replaysJustExpired) return undefined;
     if (decided.rows.length && !(await this.hot.writeManyIfUnchanged(db, lockIds, jobs, snaps, decided))) return undefined;
     return outcomes;
   }
@@ -269,6 +282,7 @@ export class DecisionService {
     const repeats = new Map<string, RepeatDelta>();
     // Requests of the batch that read one policy row share it (see readMany): its rules are parsed once.
     const rulesOfRow = new Map<PolicyRow, ReturnType<typeof evalRulesOf>>();
+    let replaysJustExpired = false;
 
     const decideOne = (job: DecideJob, snap: DecisionSnapshot): Made => {
       const { req, now } = job;
@@ -284,6 +298,7 @@ export class DecisionService {
         if (earlier.request_digest !== job.digest) {
           throw new AppError('request_id_conflict', 'this requestId was already used with different content');
         }
+        if (justExpired(earlier, now)) replaysJustExpired = true;
         return { ...this.stored(earlier, now), replayed: true };
       }
       if (policy.agent_id !== req.agentId) throw new AppError('agent_mismatch', 'agentId is not the agent this policy is for');
@@ -336,7 +351,7 @@ export class DecisionService {
         return failedJob(err);
       }
     });
-    return { outcomes, rows: [...made.values()], spends: [...spends.values()], repeats: [...repeats.values()] };
+    return { outcomes, rows: [...made.values()], spends: [...spends.values()], repeats: [...repeats.values()], replaysJustExpired };
   }
 
   /**
@@ -401,8 +416,7 @@ export class DecisionService {
     const row = await this.database.db.selectFrom('decisions').selectAll().where('id', '=', decisionId).executeTakeFirst();
     if (!row) return this.unknownDecision(this.database.db, key, now);
     await this.authorizeFor(this.database.db, await loadPolicy(this.database, this.database.db, row.policy_id), key, now);
-    const justExpired = approvalOf(row, now)?.status === 'EXPIRED' && now.getTime() - Date.parse(row.approval_expires_at!) < IN_FLIGHT_APPROVAL_MS;
-    if (!justExpired) return { ...this.stored(row, now), replayed: false };
+    if (!justExpired(row, now)) return { ...this.stored(row, now), replayed: false };
     return this.writes.run([row.policy_id], async (tx) => {
       const settled = await tx.selectFrom('decisions').selectAll().where('id', '=', decisionId).executeTakeFirstOrThrow();
       const later = clock.now();
