@@ -6,6 +6,7 @@ import { purgeExpired } from './features/maintenance.js';
 import { PolicyStore, toPolicy } from './features/spend-policy/policies.js';
 import { openDatabase, sqliteFileOf, type Database } from './platform/db/database.js';
 import { NotCurrentSchema } from './platform/db/migrations.js';
+import { withdrawReceiptKey } from './platform/receipts.js';
 
 const USAGE = `usage: paywarden <command>
 
@@ -16,6 +17,11 @@ one nor change its schema.
   policy show <policyId>                     print a policy (never its key hashes)
   policy direct-checks <policyId> on|off     turn direct evidence checks (preflight, settlement) on or off
   purge                                      delete data past its retention (pilot policies, leads, recovery orders)
+  receipt-key withdraw <kid>                 withdraw a receipt signing key that leaked: the JWKS stops
+                                             listing it and no start publishes it again; if it is the
+                                             generated key, it is deleted and the next start makes a new
+                                             one; a RECEIPT_SIGNING_KEY naming it stops the start.
+                                             Restart every instance afterwards
 
 Audit commands; they need no database.
 
@@ -61,6 +67,14 @@ export async function run(argv: string[], out: Out = { log: console.log, error: 
       // The policy was purged (or its access ended) since it was read: the write matched nothing.
       if (!(await store.setDirectChecks(row.id, rest[1] === 'on', now))) return fail(out, `policy ${rest[0]} is no longer accessible (purged or pilot access ended just now); nothing changed`);
       out.log(`direct checks ${rest[1]} for ${rest[0]}`);
+      return 0;
+    }
+    if (cmd === 'receipt-key' && sub === 'withdraw' && rest.length === 1) {
+      const withdrawal = await withdrawReceiptKey(await db(), rest[0]!);
+      if (!withdrawal) return fail(out, `no receipt key ${rest[0]} is published or kept; nothing changed (kid as listed in /.well-known/jwks.json)`);
+      out.log(
+        `receipt key ${rest[0]} withdrawn${withdrawal.generatedKeyDeleted ? '; it was the generated key, deleted: the next start generates another' : ''}; restart every instance`,
+      );
       return 0;
     }
     if (cmd === 'purge' && sub === undefined) {

@@ -3,6 +3,7 @@ import type { Database } from './db/database.js';
 import { digestOf, sha256Hex } from './canonical.js';
 import { newId } from './ids.js';
 import { signingWorker } from './signing-worker.js';
+import { writeTransaction } from './db/tx.js';
 
 export interface Receipt {
   receiptId: string;
@@ -41,14 +42,24 @@ export class ReceiptSigner {
     readonly jwk: Jwk,
   ) {}
 
-  /** The configured key, or the one kept in the database (generated on first start). */
+  /**
+   * The configured key, or the one kept in the database (generated on first start). A withdrawn
+   * key (see withdrawReceiptKey) is never published again, and a configured one stops the start:
+   * receipts it signs would not verify.
+   */
   static async load(database: Database, configured?: string): Promise<ReceiptSigner> {
     const signer = await ReceiptSigner.loadKey(database, configured);
+    if (await isWithdrawn(database, signer.jwk.kid)) {
+      throw new Error(`RECEIPT_SIGNING_KEY: key ${signer.jwk.kid} was withdrawn (paywarden receipt-key withdraw); configure a new one`);
+    }
     await signer.publish(database);
     // A key generated before RECEIPT_SIGNING_KEY was set signed receipts too: publish it as well.
     if (configured) {
       const generated = await database.db.selectFrom('kv').select('value').where('key', '=', KV_KEY).executeTakeFirst();
-      if (generated) await ReceiptSigner.fromPrivateKey(createPrivateKey(generated.value)).publish(database);
+      if (generated) {
+        const earlier = ReceiptSigner.fromPrivateKey(createPrivateKey(generated.value));
+        if (!(await isWithdrawn(database, earlier.jwk.kid))) await earlier.publish(database);
+      }
     }
     return signer;
   }
@@ -137,8 +148,9 @@ export class ReceiptSigner {
 
   /**
    * The JWKS: this signer's key first, then every other key the service has published (another
-   * instance's during a rolling key change, retired ones), newest first. Withdrawing a key (one
-   * that leaked) means deleting its `receipt_public_key:<kid>` row from `kv`.
+   * instance's during a rolling key change, retired ones), newest first. A withdrawn key is left
+   * out, this signer's own too: an instance started before its key was withdrawn signs receipts
+   * that no longer verify until it restarts with another key.
    */
   async publishedJwks(database: Database): Promise<{ keys: Jwk[] }> {
     // The published rows alone, never the row of the private key. By their prefix, compared as
@@ -146,12 +158,17 @@ export class ReceiptSigner {
     // a linguistic collation, en_US.UTF-8 or ICU, skips punctuation and found no key at all).
     const rows = await database.db
       .selectFrom('kv')
-      .select('value')
-      .where((eb) => eb(eb.fn('substr', ['key', eb.lit(1), eb.lit(PUBLISHED_PREFIX.length)]), '=', PUBLISHED_PREFIX))
-      .where('key', '!=', `${PUBLISHED_PREFIX}${this.jwk.kid}`)
+      .select(['key', 'value'])
+      .where((eb) =>
+        eb.or([PUBLISHED_PREFIX, WITHDRAWN_PREFIX].map((prefix) => eb(eb.fn('substr', ['key', eb.lit(1), eb.lit(prefix.length)]), '=', prefix))),
+      )
       .orderBy('created_at', 'desc')
       .execute();
-    return { keys: [this.jwk, ...rows.map((r) => JSON.parse(r.value) as Jwk)] };
+    const withdrawn = new Set(rows.filter((r) => r.key.startsWith(WITHDRAWN_PREFIX)).map((r) => r.key.slice(WITHDRAWN_PREFIX.length)));
+    const others = rows
+      .filter((r) => r.key.startsWith(PUBLISHED_PREFIX) && r.key !== `${PUBLISHED_PREFIX}${this.jwk.kid}`)
+      .map((r) => JSON.parse(r.value) as Jwk);
+    return { keys: [this.jwk, ...others].filter((k) => !withdrawn.has(k.kid)) };
   }
 
   /** A JWKS of this signer's key alone. */
@@ -161,6 +178,39 @@ export class ReceiptSigner {
 }
 
 const PUBLISHED_PREFIX = 'receipt_public_key:';
+const WITHDRAWN_PREFIX = 'receipt_withdrawn_key:';
+
+const isWithdrawn = async (database: Database, kid: string) =>
+  (await database.db.selectFrom('kv').select('key').where('key', '=', `${WITHDRAWN_PREFIX}${kid}`).executeTakeFirst()) !== undefined;
+
+export interface Withdrawal {
+  kid: string;
+  /** It was the key the service generated and kept in the database, now deleted: the next start generates another. */
+  generatedKeyDeleted: boolean;
+}
+
+/**
+ * Withdraws a receipt key that leaked: the JWKS stops listing it at once and no start publishes
+ * it again (a marker row stays), the generated private key is deleted if it is that one, and a
+ * RECEIPT_SIGNING_KEY naming it stops the start. Receipts it signed stop verifying. Running
+ * instances keep signing with it until they restart. Undefined when no key has that kid.
+ */
+export async function withdrawReceiptKey(database: Database, kid: string): Promise<Withdrawal | undefined> {
+  return writeTransaction(database, async (trx) => {
+    const published = await trx.selectFrom('kv').select('key').where('key', '=', `${PUBLISHED_PREFIX}${kid}`).executeTakeFirst();
+    const generated = await trx.selectFrom('kv').select('value').where('key', '=', KV_KEY).executeTakeFirst();
+    const generatedKeyDeleted = generated !== undefined && ReceiptSigner.fromPrivateKey(createPrivateKey(generated.value)).jwk.kid === kid;
+    if (!published && !generatedKeyDeleted) return undefined;
+    await trx
+      .insertInto('kv')
+      .values({ key: `${WITHDRAWN_PREFIX}${kid}`, value: new Date().toISOString(), created_at: new Date().toISOString() })
+      .onConflict((oc) => oc.column('key').doNothing())
+      .execute();
+    await trx.deleteFrom('kv').where('key', '=', `${PUBLISHED_PREFIX}${kid}`).execute();
+    if (generatedKeyDeleted) await trx.deleteFrom('kv').where('key', '=', KV_KEY).execute();
+    return { kid, generatedKeyDeleted };
+  });
+}
 
 const digestBytes = (digest: string) => Buffer.from(digest.slice('sha256:'.length), 'hex');
 

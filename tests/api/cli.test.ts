@@ -122,6 +122,19 @@ describe.skipIf(testDialect !== 'sqlite')('operator CLI', () => {
     expect(await cli('frobnicate')).toBe(2);
   });
 
+  it('withdraws a receipt key: the JWKS no longer lists it; an unknown kid is exit 1', async () => {
+    const jwks = async () => json(await t.app.inject({ method: 'GET', url: '/.well-known/jwks.json' })).keys.map((k: { kid: string }) => k.kid);
+    const [kid] = await jwks();
+    errors.length = 0;
+    expect(await cli('receipt-key', 'withdraw', 'no-such-kid')).toBe(1);
+    expect(errors.join()).toContain('no receipt key no-such-kid');
+    expect(await jwks()).toEqual([kid]);
+    lines.length = 0;
+    expect(await cli('receipt-key', 'withdraw', kid)).toBe(0);
+    expect(lines.join()).toContain('it was the generated key, deleted');
+    expect(await jwks()).toEqual([]);
+  });
+
   it('refuses to switch direct checks of a policy whose pilot access ended', async () => {
     errors.length = 0;
     expect(await cli('policy', 'direct-checks', old.policyId, 'on')).toBe(1);

@@ -4,6 +4,7 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { createTestApp, json, type TestApp } from '../helpers/app.js';
 import { approve, bearer, createPolicy, decide, readDecision } from '../helpers/policies.js';
 import { verifyReceiptWithCli } from '../helpers/receipt-cli.js';
+import { withdrawReceiptKey } from '../../src/platform/receipts.js';
 
 /**
  * Receipts are checked here the way an outsider would: only the public JWKS, `jose` to import
@@ -274,6 +275,67 @@ describe('decision receipts', () => {
       await expectVerifies(made.decision, made.receipt, await keyFor(made.receipt));
     } finally {
       await second.app.close();
+    }
+  });
+});
+
+describe('withdrawing a receipt key that leaked', () => {
+  const kids = async (t: TestApp) => json(await t.app.inject({ method: 'GET', url: '/.well-known/jwks.json' })).keys.map((k: { kid: string }) => k.kid);
+  const newSeed = () => generateKeyPairSync('ed25519').privateKey.export({ format: 'jwk' }).d!;
+
+  it('the generated key leaves the JWKS at once, is deleted, and no restart publishes it again', async () => {
+    const t = await createTestApp();
+    const restarted: TestApp[] = [];
+    try {
+      const p = await createPolicy(t);
+      const made = await decide(t, p, { amount: '1' });
+      const leaked = made.receipt.keyId;
+      expect(await kids(t)).toEqual([leaked]);
+      expect(await withdrawReceiptKey(t.database, leaked)).toEqual({ kid: leaked, generatedKeyDeleted: true });
+      // The running instance still holds the key, but no longer publishes it.
+      expect(await kids(t)).toEqual([]);
+
+      // A restart without RECEIPT_SIGNING_KEY generates a new key and never lists the old one.
+      restarted.push(await createTestApp({ database: t.database, clock: t.clock }));
+      const [fresh] = await kids(restarted[0]!);
+      expect(fresh).not.toBe(leaked);
+      expect(await kids(restarted[0]!)).toEqual([fresh]);
+      const read = json(await readDecision(restarted[0]!, made.decision.decisionId, bearer(p.agentKey)));
+      expect(read.receipt.keyId).toBe(fresh);
+
+      // Nor a restart with a configured key: the generated key it used to publish is gone.
+      restarted.push(await createTestApp({ database: t.database, clock: t.clock, config: { receiptSigningKey: newSeed() } }));
+      expect(await kids(restarted[1]!)).not.toContain(leaked);
+      expect(await kids(restarted[0]!)).not.toContain(leaked);
+    } finally {
+      for (const r of restarted) await r.app.close();
+      await t.close();
+    }
+  });
+
+  it('a configured key, once withdrawn, stops the start naming the variable; an earlier generated key withdrawn stays out', async () => {
+    const t = await createTestApp();
+    const seed = newSeed();
+    const configured = await createTestApp({ database: t.database, clock: t.clock, config: { receiptSigningKey: seed } });
+    try {
+      const [own, generated] = await kids(configured);
+      expect(generated).toBe((await kids(t))[0]);
+      // Withdrawing the generated key while a configured one signs: a restart with that
+      // configured key used to publish the generated key again.
+      await withdrawReceiptKey(t.database, generated!);
+      await configured.app.close();
+      const again = await createTestApp({ database: t.database, clock: t.clock, config: { receiptSigningKey: seed } });
+      expect(await kids(again)).toEqual([own]);
+      await again.app.close();
+
+      expect(await withdrawReceiptKey(t.database, own!)).toEqual({ kid: own, generatedKeyDeleted: false });
+      await expect(createTestApp({ database: t.database, clock: t.clock, config: { receiptSigningKey: seed } })).rejects.toThrow(
+        /^RECEIPT_SIGNING_KEY: key .* was withdrawn/,
+      );
+      expect(await withdrawReceiptKey(t.database, 'no-such-kid')).toBeUndefined();
+    } finally {
+      await configured.app.close();
+      await t.close();
     }
   });
 });
