@@ -1,4 +1,8 @@
+import { existsSync, readFileSync } from 'node:fs';
+import SQLite from 'better-sqlite3';
 import { beforeEach, describe, expect, it } from 'vitest';
+import { sqliteFileOf } from '../../src/platform/db/database.js';
+import { testDialect } from '../helpers/db.js';
 import { purgeExpired } from '../../src/features/maintenance.js';
 import { createTestApp, json, type TestApp } from '../helpers/app.js';
 import { expectInvalid, expectProblem } from '../helpers/problems.js';
@@ -124,8 +128,8 @@ describe('POST /api/pilot-leads', () => {
 describe('pilot-lead retention', () => {
   const t = useLeadsApp();
 
-  const submit = async (company: string) => {
-    const res = await t.app.inject({ method: 'POST', url: '/api/pilot-leads', payload: { ...validLead(), company } });
+  const submit = async (company: string, email = validLead().email) => {
+    const res = await t.app.inject({ method: 'POST', url: '/api/pilot-leads', payload: { ...validLead(), company, email } });
     expect(res.statusCode).toBe(201);
     return json(res).id as string;
   };
@@ -167,6 +171,27 @@ describe('pilot-lead retention', () => {
     // and in the far future, nothing is left
     expect((await purgeExpired(t.database, new Date(start.getTime() + 1000 * DAY))).leads).toBe(1);
     expect(await remaining()).toEqual([]);
+  });
+
+  it.skipIf(testDialect !== 'sqlite')('a purged lead leaves no trace of its email in the SQLite file or its WAL', async () => {
+    const file = sqliteFileOf(t.database.url)!;
+    const checkpoint = () => {
+      const other = new SQLite(file);
+      try {
+        other.pragma('wal_checkpoint(TRUNCATE)');
+      } finally {
+        other.close();
+      }
+    };
+    const bytes = () => Buffer.concat([readFileSync(file), existsSync(`${file}-wal`) ? readFileSync(`${file}-wal`) : Buffer.alloc(0)]);
+    const email = `forget-me-${Date.now()}@example.com`;
+    t.clock.set(new Date('2026-01-01T00:00:00.000Z'));
+    await submit('forgotten', email);
+    checkpoint();
+    expect(bytes().includes(email)).toBe(true);
+    expect((await purgeExpired(t.database, new Date('2026-06-01T00:00:00.000Z'))).leads).toBe(1);
+    checkpoint();
+    expect(bytes().includes(email)).toBe(false);
   });
 
   it('purging with the clock before every lead deletes nothing', async () => {

@@ -12,7 +12,8 @@ export const PRIVACY = `Paywarden privacy policy
 
 - Admin and agent keys are stored only as SHA-256 hashes and are never shown again after creation.
 - Protected (pilot) policies and their decisions are kept for 30 days of access; then access ends (410) and the data is purged.
-- Pilot-lead contact and workflow data are kept for 90 days, then deleted.
-- Request sources (IP addresses) are used for rate limits; logs carry a request id and never credentials or payment signatures.
-- Payment identities (payer address, settlement transaction) are kept with each paid report so it can be restored and verified.
+- Pilot-lead contact and workflow data, and the address the request came from (to trace abuse), are kept for 90 days, then deleted.
+- Request sources (IP addresses) are used for rate limits. Each request's log line carries its source address and port and a request id, never credentials or payment signatures; the operator of the deployment decides how long logs are kept.
+- Paid reports are kept without a time limit with their input, payer address, settlement transaction and signed payment, so that a report can be restored and its payment proven.
+- On the embedded SQLite store, deleted data is overwritten in the database file.
 `;

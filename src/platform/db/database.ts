@@ -210,6 +210,9 @@ function openSqlite(url: string, opts: DatabaseOptions): Database {
   sqlite.pragma('synchronous = FULL');
   sqlite.pragma('busy_timeout = 5000');
   sqlite.pragma('foreign_keys = ON');
+  // What a purge deletes (personal data past its retention) is overwritten with zeros, not left
+  // readable in the file's free space until SQLite happens to reuse it.
+  sqlite.pragma('secure_delete = ON');
   // A WAL that one large transaction grew (a long history purged at once, an upgrade's
   // migration) is cut back to the size it is started over at, the next time it is, instead of
   // keeping its largest size on disk until the process ends.
