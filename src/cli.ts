@@ -4,7 +4,7 @@ import { parseConfig } from './config.js';
 import { evidenceVerifyCommand, receiptVerifyCommand } from './features/evidence/verify-command.js';
 import { purgeExpired } from './features/maintenance.js';
 import { PolicyStore, toPolicy } from './features/spend-policy/policies.js';
-import { openDatabase, sqliteFileOf, type Database } from './platform/db/database.js';
+import { backupSqlite, openDatabase, sqliteFileOf, type Database } from './platform/db/database.js';
 import { NotCurrentSchema } from './platform/db/migrations.js';
 import { withdrawReceiptKey } from './platform/receipts.js';
 
@@ -17,6 +17,8 @@ one nor change its schema.
   policy show <policyId>                     print a policy (never its key hashes)
   policy direct-checks <policyId> on|off     turn direct evidence checks (preflight, settlement) on or off
   purge                                      delete data past its retention (pilot policies, leads, recovery orders)
+  backup <file>                              SQLite: copy the database, while the service runs, into a new
+                                             file (mode 0600; an existing file is an error). PostgreSQL: use pg_dump
   receipt-key withdraw <kid>                 withdraw a receipt signing key that leaked: the JWKS stops
                                              listing it and no start publishes it again; if it is the
                                              generated key, it is deleted and the next start makes a new
@@ -75,6 +77,16 @@ export async function run(argv: string[], out: Out = { log: console.log, error: 
       out.log(
         `receipt key ${rest[0]} withdrawn${withdrawal.generatedKeyDeleted ? '; it was the generated key, deleted: the next start generates another' : ''}; restart every instance`,
       );
+      return 0;
+    }
+    if (cmd === 'backup' && sub !== undefined && rest.length === 0) {
+      const url = parseConfig(env).databaseUrl;
+      const file = sqliteFileOf(url);
+      if (file === undefined) return fail(out, 'backup copies an SQLite database; back up PostgreSQL with pg_dump');
+      await (await db()).close(); // the service's database, with this version's schema
+      database = undefined;
+      await backupSqlite(file, sub);
+      out.log(`backed up ${resolve(file)} to ${resolve(sub)}`);
       return 0;
     }
     if (cmd === 'purge' && sub === undefined) {

@@ -135,6 +135,33 @@ describe.skipIf(testDialect !== 'sqlite')('operator CLI', () => {
     expect(await jwks()).toEqual([]);
   });
 
+  it('backs up the SQLite database while the service runs: a private new file that holds its policies, never over an existing one', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'paywarden-backup-'));
+    try {
+      const target = join(dir, 'backup.sqlite');
+      expect(await cli('backup', target)).toBe(0);
+      expect(statSync(target).mode & 0o777).toBe(0o600);
+      expect(existsSync(`${target}-wal`)).toBe(false);
+      // The copy is whole without its WAL: it is what a restore puts in place of the database.
+      const copy = new SQLite(target, { readonly: true, fileMustExist: true });
+      try {
+        expect(copy.prepare('select id from policies where id = ?').get(policy.policyId)).toEqual({ id: policy.policyId });
+        expect(copy.pragma('integrity_check', { simple: true })).toBe('ok');
+      } finally {
+        copy.close();
+      }
+      const size = statSync(target).size;
+      errors.length = 0;
+      expect(await cli('backup', target)).toBe(1);
+      expect(errors.join()).toMatch(/EEXIST/);
+      expect(statSync(target).size).toBe(size);
+      expect(await run(['backup', join(dir, 'pg.sqlite')], out, { DATABASE_URL: 'postgres://postgres@127.0.0.1:5432/test' })).toBe(1);
+      expect(errors.join()).toContain('pg_dump');
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
   it('refuses to switch direct checks of a policy whose pilot access ended', async () => {
     errors.length = 0;
     expect(await cli('policy', 'direct-checks', old.policyId, 'on')).toBe(1);

@@ -192,6 +192,22 @@ async function requireCurrentSqliteFile(url: string): Promise<void> {
   }
 }
 
+/**
+ * Copies an SQLite database, while the service runs, into a new file `target` (mode 0600, as it
+ * holds the generated receipt signing key), with SQLite's online backup: a consistent copy of
+ * the database and its WAL, which copying the files by hand is not. An existing `target` is an
+ * error, never overwritten.
+ */
+export async function backupSqlite(file: string, target: string): Promise<void> {
+  const source = new SQLite(file, { readonly: true, fileMustExist: true });
+  try {
+    closeSync(openSync(target, constants.O_CREAT | constants.O_EXCL | constants.O_WRONLY, 0o600));
+    await source.backup(target);
+  } finally {
+    source.close();
+  }
+}
+
 /** The file an `sqlite:` URL names; undefined for PostgreSQL and for an in-memory database. */
 export function sqliteFileOf(url: string): string | undefined {
   if (!url.startsWith('sqlite:')) return undefined;
