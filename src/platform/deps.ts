@@ -33,14 +33,26 @@ export function connectRedis(url: string, opts: { lazyConnect?: boolean } = {}):
   return redis;
 }
 
+/** The setting, and the file (an SQLite URL holds no secret; a PostgreSQL one may). */
+function databaseSetting(config: Config): string {
+  const file = sqliteFileOf(config.databaseUrl);
+  return file === undefined ? 'DATABASE_URL' : `DATABASE_URL=sqlite:${resolve(file)}`;
+}
+
+/** Why the start failed, with what to do when it is an SQLite file that another process holds locked. */
+export function startFailure(err: unknown, config: Config): string {
+  const message = err instanceof Error ? err.message : String(err);
+  const codes: string[] = [];
+  for (let e = err as { code?: unknown; cause?: unknown } | undefined; e && codes.length < 5; e = e.cause as typeof e) codes.push(String(e.code ?? ''));
+  if (!codes.some((c) => c.startsWith('SQLITE_BUSY'))) return message;
+  return `${message} (${databaseSetting(config)}): another process holds its write lock (another paywarden on the same file, an open sqlite3 session); stop it, or give this instance its own DATABASE_URL`;
+}
+
 /** Opens everything the service talks to, from configuration. */
 export async function openInfrastructure(config: Config, clock: Clock = systemClock): Promise<Infrastructure> {
   await checkCdpKey(config);
   const database = await openDatabase(config.databaseUrl).catch((err: unknown) => {
-    // Name the setting, and the file (an SQLite URL holds no secret; a PostgreSQL one may).
-    const file = sqliteFileOf(config.databaseUrl);
-    const which = file === undefined ? 'DATABASE_URL' : `DATABASE_URL=sqlite:${resolve(file)}`;
-    throw new ConfigError(`cannot open ${which}: ${err instanceof Error ? err.message : String(err)}`);
+    throw new ConfigError(`cannot open ${databaseSetting(config)}: ${startFailure(err, config)}`);
   });
   const redis = config.redisUrl ? connectRedis(config.redisUrl) : undefined;
   const limiter = createRateLimiter(config, redis ? { redis, keyPrefix: config.redisKeyPrefix } : {});

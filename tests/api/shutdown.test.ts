@@ -6,6 +6,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { connect, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import SQLite from 'better-sqlite3';
 import { afterAll, describe, expect, it } from 'vitest';
 import { EVALUATE_BODY } from '../../bench/targets/evaluate.js';
 import { freePort } from '../../src/devnet/index.js';
@@ -130,4 +131,22 @@ describe.skipIf(testDialect !== 'sqlite')('SIGTERM', () => {
     expect(await new Promise((done) => child.once('exit', done))).toBe(1);
     expect(stderr.trim()).toBe(`paywarden: cannot open DATABASE_URL=sqlite:${file}: file is not a database`);
   });
+
+  it('a database file another process holds locked stops the start with a message naming the file and the cause', async () => {
+    const file = join(dir, 'locked.sqlite');
+    const holder = new SQLite(file);
+    try {
+      holder.pragma('journal_mode = WAL');
+      holder.exec('create table held (x); begin immediate; insert into held values (1)');
+      const child = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], { env: { ...process.env, PORT: String(await freePort()), DATABASE_URL: `sqlite:${file}` }, stdio: ['ignore', 'ignore', 'pipe'] });
+      let stderr = '';
+      child.stderr!.on('data', (d) => (stderr += d));
+      expect(await new Promise((done) => child.once('exit', done))).toBe(1);
+      expect(stderr).toContain('database is locked');
+      expect(stderr).toContain(`DATABASE_URL=sqlite:${file}`);
+      expect(stderr).toContain('another process holds its write lock');
+    } finally {
+      holder.close();
+    }
+  }, 30_000);
 });

@@ -490,7 +490,8 @@ export async function requireCurrentSchema(db: Kysely<any>, dialect: Dialect, pg
 export async function migrateToLatest(db: Kysely<any>, dialect: Dialect, pgSchema?: string): Promise<void> {
   const { error, results } = await migrator(db, dialect, pgSchema).migrateToLatest();
   if (error) {
-    const failed = results?.find((r) => r.status === 'Error')?.migrationName ?? 'unknown';
-    throw new Error(`database migration ${failed} failed: ${error instanceof Error ? error.message : String(error)}`, { cause: error });
+    const failed = results?.find((r) => r.status === 'Error')?.migrationName;
+    const what = failed ? `database migration ${failed} failed` : 'database migrations could not start';
+    throw new Error(`${what}: ${error instanceof Error ? error.message : String(error)}`, { cause: error });
   }
 }
