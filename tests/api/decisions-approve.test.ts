@@ -262,6 +262,25 @@ describe('GET /api/spendpolicy/policies/{policyId}/decisions', () => {
     expect(everything.items.at(-1).decisionId).toBe(expiredOne.decision.decisionId);
   });
 
+  it("the cursor is the last decision listed: it tells nothing of other policies' decisions, and another policy's is 400", async () => {
+    t.clock.set(START);
+    const p = await createPolicy(t, budget50);
+    const other = await createPolicy(t, budget50);
+    const first = await decide(t, p, { amount: '30' });
+    const second = await decide(t, p, { amount: '31' });
+    const page = json(await listDecisions(t, p.policyId, p.adminKey, 'status=PENDING&limit=1'));
+    expect(page.items.map((d: any) => d.decisionId)).toEqual([second.decision.decisionId]);
+    // Another policy deciding in between changes neither the cursor nor the next page.
+    for (let i = 0; i < 3; i++) await decide(t, other, { amount: '30' });
+    expect(json(await listDecisions(t, p.policyId, p.adminKey, 'status=PENDING&limit=1')).nextCursor).toBe(page.nextCursor);
+    expect(page.nextCursor).toBe(second.decision.decisionId);
+    const next = json(await listDecisions(t, p.policyId, p.adminKey, `status=PENDING&limit=1&cursor=${page.nextCursor}`));
+    expect(next.items.map((d: any) => d.decisionId)).toEqual([first.decision.decisionId]);
+    expect(next.nextCursor).toBeNull();
+    const foreign = json(await listDecisions(t, other.policyId, other.adminKey, 'limit=1')).items[0].decisionId;
+    expectInvalid(await listDecisions(t, p.policyId, p.adminKey, `cursor=${foreign}`), 'querystring/cursor');
+  });
+
   it('lists only the decisions of its own policy', async () => {
     t.clock.set(START);
     const a = await createPolicy(t, budget50);

@@ -586,12 +586,23 @@ function paramArb(op: Op, p: any, validOnly: boolean): fc.Arbitrary<{ value: str
   return validOnly ? validArb : invalid;
 }
 
+/** Decisions of policy A (fixtures), as a decision list's cursor. */
+const CURSOR_OF_A = ['@@decHuman0@@', '@@decHuman2@@', '@@decBlock@@'];
+
 function queryArb(op: Op, validOnly: boolean): fc.Arbitrary<{ query: Array<[string, string]>; unknown: boolean; labels: string[] }> {
   const qs = op.params.filter((p) => p.in === 'query');
   const each = qs.map((p) => {
     const s = p.schema;
+    const matching = fc.stringMatching(new RegExp(s.pattern ?? '^.*$', 'u'));
     const good: fc.Arbitrary<string> =
-      s.type === 'integer' ? fc.integer({ min: s.minimum ?? 0, max: s.maximum ?? 100 }).map(String) : Array.isArray(s.enum) ? fc.constantFrom(...s.enum) : fc.stringMatching(new RegExp(s.pattern ?? '^.*$', 'u'));
+      s.type === 'integer'
+        ? fc.integer({ min: s.minimum ?? 0, max: s.maximum ?? 100 }).map(String)
+        : Array.isArray(s.enum)
+          ? fc.constantFrom(...s.enum)
+          : // A decision list's cursor is one of policy A's decisions, mostly (see CURSOR_OF_A).
+            p.name === 'cursor'
+            ? fc.oneof({ weight: 3, arbitrary: fc.constantFrom(...CURSOR_OF_A) }, { weight: 1, arbitrary: matching })
+            : matching;
     const bad: fc.Arbitrary<string> =
       s.type === 'integer'
         ? fc.constantFrom('0', '-1', `${(s.maximum ?? 100) + 1}`, '1e1', '0x10', ' 10', '10.0', '+5', '9007199254740993', '', 'ten', '５')
@@ -988,6 +999,10 @@ function classify(w: World, op: Op, r: Req, sent: Sent): { invalid: string[]; me
     } else if (!validator(p.schema)(v)) invalid.push(`query ${k}`);
   }
   if (r.unknownQuery) ambiguous.push('query parameter the document does not list');
+  // A well-formed cursor that is not a decision of the policy listed is refused (400) only once
+  // the key and policy are known to be right.
+  const cursor = r.query.find(([k]) => k === 'cursor')?.[1];
+  if (cursor !== undefined && !(CURSOR_OF_A.includes(cursor) && r.params.policyId?.value === '@@policyA@@')) ambiguous.push('cursor of no decision of this policy');
   for (const p of op.params.filter((x) => x.in === 'header')) {
     const v = sent.headers[p.name];
     if (typeof v === 'string' && !validator(p.schema)(v)) invalid.push(`header ${p.name}`);

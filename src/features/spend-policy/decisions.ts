@@ -456,7 +456,7 @@ export class DecisionService {
     throw new AppError('not_found', 'decision or key not found');
   }
 
-  /** Newest first, by the decision's sequence number; `cursor` is the last sequence seen. */
+  /** Newest first, by the decision's sequence number; `cursor` is the id of the last decision seen. */
   async list(
     policy: PolicyRow,
     filter: { status?: 'PENDING' | 'ADMIN_APPROVED' | 'EXPIRED' | undefined; decision?: string | undefined; limit: number; cursor?: string | undefined },
@@ -472,13 +472,22 @@ export class DecisionService {
     if (filter.status === 'EXPIRED') {
       q = q.where((eb) => eb.or([eb('approval_status', '=', 'EXPIRED'), eb.and([eb('approval_status', '=', 'PENDING'), eb('approval_expires_at', '<=', iso)])]));
     }
-    if (filter.cursor) q = q.where('seq', '<', Number(filter.cursor));
+    if (filter.cursor) {
+      // The cursor is the last decision listed: a sequence number would tell every caller how
+      // many decisions all policies made in between.
+      const at = await this.database.db.selectFrom('decisions').select('seq').where('id', '=', filter.cursor).where('policy_id', '=', policy.id).executeTakeFirst();
+      if (!at) {
+        const message = 'not a decision of this policy: pass nextCursor as it was given';
+        throw new AppError('invalid_request', `querystring/cursor: ${message}`, { errors: [{ path: 'querystring/cursor', message }] });
+      }
+      q = q.where('seq', '<', at.seq);
+    }
     const rows = await q.orderBy('seq', 'desc').limit(filter.limit + 1).execute();
     const page = rows.slice(0, filter.limit);
     const last = page[page.length - 1];
     return {
       items: page.map((r) => toDecision(r, now)),
-      nextCursor: rows.length > filter.limit && last ? String(last.seq) : null,
+      nextCursor: rows.length > filter.limit && last ? last.id : null,
     };
   }
 

@@ -128,7 +128,7 @@ export const DecisionListQuery = Type.Object(
     status: Type.Optional(ApprovalStatus),
     decision: Type.Optional(DecisionValue),
     limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 200, default: 50 })),
-    cursor: Type.Optional(Type.String({ pattern: '^[0-9]{1,18}$' })),
+    cursor: Type.Optional(Type.String({ pattern: idPattern('dec'), description: "nextCursor of the previous page: the id of its last decision" })),
   },
   { additionalProperties: false },
 );
