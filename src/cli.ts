@@ -16,6 +16,8 @@ one nor change its schema.
 
   policy show <policyId>                     print a policy (never its key hashes)
   policy direct-checks <policyId> on|off     turn direct evidence checks (preflight, settlement) on or off
+  policy admin-key <policyId>                issue a new admin key for a policy whose administrator lost
+                                             theirs (or had it taken); prints it once, the old one stops working
   purge                                      delete data past its retention (pilot policies, leads, recovery orders)
   backup <file>                              SQLite: copy the database, while the service runs, into a new
                                              file (mode 0600; an existing file is an error). PostgreSQL: use pg_dump
@@ -57,14 +59,20 @@ export async function run(argv: string[], out: Out = { log: console.log, error: 
       out.log(JSON.stringify({ ...toPolicy(row), purgedAt: row.purged_at }, null, 2));
       return 0;
     }
-    if (cmd === 'policy' && sub === 'direct-checks' && rest.length === 2 && (rest[1] === 'on' || rest[1] === 'off')) {
+    if (cmd === 'policy' && ((sub === 'direct-checks' && rest.length === 2 && (rest[1] === 'on' || rest[1] === 'off')) || (sub === 'admin-key' && rest.length === 1))) {
       const store = new PolicyStore(await db());
       const now = new Date();
       const row = await store.get(rest[0]!);
       if (!row) return fail(out, `no policy ${rest[0]}`);
-      // Its endpoints answer 410: the switch would change nothing anyone can use.
+      // Its endpoints answer 410: the change would serve nobody.
       if (row.purged_at || now.toISOString() >= row.access_expires_at) {
         return fail(out, `policy ${rest[0]} is no longer accessible (pilot access ended ${row.access_expires_at}); nothing changed`);
+      }
+      if (sub === 'admin-key') {
+        const adminKey = await store.rotateAdminKey(row, now);
+        if (!adminKey) return fail(out, `the admin key of ${rest[0]} changed meanwhile (or its access ended just now); nothing changed, run it again`);
+        out.log(JSON.stringify({ policyId: row.id, adminKey }, null, 2));
+        return 0;
       }
       // The policy was purged (or its access ended) since it was read: the write matched nothing.
       if (!(await store.setDirectChecks(row.id, rest[1] === 'on', now))) return fail(out, `policy ${rest[0]} is no longer accessible (purged or pilot access ended just now); nothing changed`);

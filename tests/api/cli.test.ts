@@ -59,6 +59,19 @@ describe.skipIf(testDialect !== 'sqlite')('operator CLI', () => {
     expect((await read()).directChecks).toBe(false);
   });
 
+  it('issues a new admin key for a locked-out administrator: printed once, the old key stops working', async () => {
+    lines.length = 0;
+    expect(await cli('policy', 'admin-key', policy.policyId)).toBe(0);
+    const issued = JSON.parse(lines.join('\n')) as { policyId: string; adminKey: string };
+    expect(issued.policyId).toBe(policy.policyId);
+    expect((await get(policy)).statusCode).toBe(404);
+    policy.adminKey = issued.adminKey;
+    expect((await get(policy)).statusCode).toBe(200);
+    errors.length = 0;
+    expect(await cli('policy', 'admin-key', old.policyId)).toBe(1);
+    expect(errors.join()).toContain('no longer accessible');
+  });
+
   it('shows a policy without key hashes', async () => {
     lines.length = 0;
     expect(await cli('policy', 'show', policy.policyId)).toBe(0);

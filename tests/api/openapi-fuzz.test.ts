@@ -41,7 +41,7 @@
  *  - the key rules of the specification: 401 for no key or one of the wrong kind, 404 for a key of
  *    another policy or an unknown one, 400 for two Authorization headers, 410 once access ended;
  *  - no response body or header carries a key the caller holds: keys are shown once, and only
- *    policy creation, agent-key rotation and order creation answer one (a fresh one);
+ *    policy creation, key rotations and order creation answer one (a fresh one);
  *  - what the specification and DESIGN.md say of content: executionAuthorized and
  *    automaticPayment always false; the free evaluation follows the rules table of DESIGN.md;
  *    created and replaced policies are the request in canonical form with the right revision;
@@ -85,6 +85,7 @@ const OPERATIONS = [
   'PUT /api/spendpolicy/policies/{policyId}',
   'GET /api/spendpolicy/policies/{policyId}/decisions',
   'POST /api/spendpolicy/policies/{policyId}/agent-key',
+  'POST /api/spendpolicy/policies/{policyId}/admin-key',
   'POST /api/spendpolicy/decisions',
   'GET /api/spendpolicy/decisions/{decisionId}',
   'POST /api/spendpolicy/decisions/{decisionId}/approve',
@@ -1170,6 +1171,7 @@ function judge(w: World, op: Op, r: Req, sent: Sent, res: { statusCode: number; 
   const issued = new Set<string>();
   if (status === 201 && op.id === 'POST /api/spendpolicy/policies' && body) [body.adminKey, body.agentKey].forEach((k) => typeof k === 'string' && issued.add(k));
   if (status === 200 && op.id === 'POST /api/spendpolicy/policies/{policyId}/agent-key' && body?.agentKey) issued.add(body.agentKey);
+  if (status === 200 && op.id === 'POST /api/spendpolicy/policies/{policyId}/admin-key' && body?.adminKey) issued.add(body.adminKey);
   if (status === 201 && op.id === 'POST /api/orders' && body?.key) issued.add(body.key);
   const headerText = Object.entries(res.headers).map(([k, x]) => `${k}: ${String(x)}`).join('\n');
   for (const s of w.secrets) {
@@ -1396,6 +1398,10 @@ function learn(w: World, op: Op, r: Req, res: { statusCode: number; headers: Rec
   if (op.id === 'POST /api/spendpolicy/policies/{policyId}/agent-key' && r.params.policyId?.value === '@@policyB@@') {
     w.refs.agentB = body.agentKey;
     w.secrets.add(body.agentKey);
+  }
+  if (op.id === 'POST /api/spendpolicy/policies/{policyId}/admin-key' && r.params.policyId?.value === '@@policyB@@') {
+    w.refs.adminB = body.adminKey;
+    w.secrets.add(body.adminKey);
   }
   if (op.id === 'PUT /api/spendpolicy/policies/{policyId}' && r.params.policyId?.value === '@@policyB@@') w.refs.revB = String(body.revision);
 }

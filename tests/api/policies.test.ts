@@ -6,6 +6,7 @@ import { expectInvalid, expectProblem } from '../helpers/problems.js';
 import {
   ADMIN_KEY_RE,
   AGENT,
+  approve,
   AGENT_KEY_RE,
   bearer,
   createBody,
@@ -20,6 +21,7 @@ import {
   POLICY_ID_RE,
   putPolicy,
   readDecision,
+  rotateAdminKey,
   rotateAgentKey,
   rules,
   START,
@@ -93,13 +95,15 @@ describe('protected policies', () => {
       expect(body.createdAt).toMatch(ISO_RE);
     });
 
-    it('no cache may keep an answer that shows keys: creation and agent-key rotation are no-store', async () => {
+    it('no cache may keep an answer that shows keys: creation and key rotations are no-store', async () => {
       const res = await t.app.inject({ method: 'POST', url: POLICIES, payload: createBody() });
       expect(res.statusCode).toBe(201);
       expect(res.headers['cache-control']).toBe('no-store');
-      const rotated = await rotateAgentKey(t, json(res).policyId as string, json(res).adminKey as string);
-      expect(rotated.statusCode).toBe(200);
-      expect(rotated.headers['cache-control']).toBe('no-store');
+      for (const rotate of [rotateAgentKey, rotateAdminKey]) {
+        const rotated = await rotate(t, json(res).policyId as string, json(res).adminKey as string);
+        expect(rotated.statusCode).toBe(200);
+        expect(rotated.headers['cache-control']).toBe('no-store');
+      }
     });
 
     it('gives every policy its own id and keys', async () => {
@@ -482,6 +486,67 @@ describe('protected policies', () => {
       // The agent key still works: none of those replaced it.
       expect((await decide(t, p, { amount: '1' })).decision.decision).toBe('APPROVE');
     });
+  });
+});
+
+describe('POST /api/spendpolicy/policies/{policyId}/admin-key', () => {
+  const t = useSpendPolicyApp();
+
+  it('replaces a leaked admin key: the new one works, the old one is 404 at once, the agent key is untouched', async () => {
+    const p = await createPolicy(t, { requireHumanAbove: '5' });
+    const pending = await decide(t, p, { amount: '6' });
+    const res = await rotateAdminKey(t, p.policyId, p.adminKey);
+    expect(res.statusCode, res.body).toBe(200);
+    const body = json(res);
+    expect(Object.keys(body).sort()).toEqual(['adminKey', 'policyId']);
+    expect(body.adminKey).toMatch(ADMIN_KEY_RE);
+    expect(body.adminKey).not.toBe(p.adminKey);
+
+    // Whoever holds the old key can no longer read, change, approve or rotate anything.
+    expectProblem(await getPolicy(t, p.policyId, bearer(p.adminKey)), 404, 'not_found');
+    expectProblem(await approve(t, pending.decision.decisionId, p.adminKey), 404, 'not_found');
+    expectProblem(await rotateAdminKey(t, p.policyId, p.adminKey), 404, 'not_found');
+    expectProblem(await rotateAgentKey(t, p.policyId, p.adminKey), 404, 'not_found');
+
+    const approved = await approve(t, pending.decision.decisionId, body.adminKey);
+    expect(approved.statusCode, approved.body).toBe(200);
+    expect((await decide(t, p, { amount: '1' })).decision.decision).toBe('APPROVE');
+    const row = await t.database.db.selectFrom('policies').selectAll().where('id', '=', p.policyId).executeTakeFirstOrThrow();
+    expect(row.admin_key_hash).toBe(sha256(body.adminKey));
+    expect(row.agent_key_hash).toBe(sha256(p.agentKey));
+  });
+
+  it('two rotations at once: one answers the key in force, the other 409', async () => {
+    const p = await createPolicy(t);
+    const real = PolicyStore.prototype.rotateAdminKey;
+    let arrived = 0;
+    let bothRead!: () => void;
+    const ready = new Promise<void>((resolve) => (bothRead = resolve));
+    const spy = vi.spyOn(PolicyStore.prototype, 'rotateAdminKey').mockImplementation(async function (this: PolicyStore, row, now) {
+      if (++arrived === 2) bothRead();
+      await ready;
+      return real.call(this, row, now);
+    });
+    let answers;
+    try {
+      answers = await Promise.all([rotateAdminKey(t, p.policyId, p.adminKey), rotateAdminKey(t, p.policyId, p.adminKey)]);
+    } finally {
+      spy.mockRestore();
+    }
+    expect(answers.map((r) => r.statusCode).sort()).toEqual([200, 409]);
+    expectProblem(answers.find((r) => r.statusCode === 409)!, 409, 'conflict');
+    const winner = json(answers.find((r) => r.statusCode === 200)!).adminKey as string;
+    expect((await getPolicy(t, p.policyId, bearer(winner))).statusCode).toBe(200);
+  });
+
+  it('needs the admin key of that policy', async () => {
+    const p = await createPolicy(t);
+    const other = await createPolicy(t);
+    expectAdminKeyRequired(await rotateAdminKey(t, p.policyId, undefined));
+    expectAdminKeyRequired(await rotateAdminKey(t, p.policyId, p.agentKey));
+    expectProblem(await rotateAdminKey(t, p.policyId, other.adminKey), 404, 'not_found');
+    expectProblem(await rotateAdminKey(t, UNKNOWN_POLICY_ID, p.adminKey), 404, 'not_found');
+    expect((await getPolicy(t, p.policyId, bearer(p.adminKey))).statusCode).toBe(200);
   });
 });
 

@@ -15,6 +15,7 @@ import {
   listDecisions,
   putPolicy,
   readDecision,
+  rotateAdminKey,
   rotateAgentKey,
   rules,
   type Created,
@@ -60,6 +61,8 @@ describe('pilot policy retention', () => {
       ['read decision (agent)', () => readDecision(t, ids.blocked, bearer(agentKey))],
       ['approve', () => approve(t, ids.pending, admin)],
       ['rotate agent key', () => rotateAgentKey(t, p.policyId, admin)],
+      // Last: the admin key it replaces is the one every call above uses.
+      ['rotate admin key', () => rotateAdminKey(t, p.policyId, admin)],
     ];
   }
 
@@ -87,6 +90,7 @@ describe('pilot policy retention', () => {
         ids.pending = (await decide(t, { policyId: p.policyId, agentKey }, { amount: '28' })).decision.decisionId;
       }
       if (name === 'rotate agent key') agentKey = json(res).agentKey;
+      if (name === 'rotate admin key') p.adminKey = json(res).adminKey;
     }
     expect(second).toMatch(/^dec_/);
     expect(ids.pending).toMatch(/^dec_/);
@@ -205,6 +209,7 @@ describe('a change read before a purge and written after it', () => {
   it.each([
     ['PUT', 'replace', (c: Created) => putPolicy(t, c.policyId, { policy: rules({ dailyBudget: '500' }), name: 'revived' }, bearer(c.adminKey))],
     ['agent-key rotation', 'rotateAgentKey', (c: Created) => rotateAgentKey(t, c.policyId, c.adminKey)],
+    ['admin-key rotation', 'rotateAdminKey', (c: Created) => rotateAdminKey(t, c.policyId, c.adminKey)],
   ] as const)('%s answers 410 and writes nothing', async (_name, method, call) => {
     t.clock.set(START);
     const c = await createPolicy(t);
@@ -224,7 +229,12 @@ describe('a change read before a purge and written after it', () => {
     expectProblem(res, 410, 'expired');
     const row = await t.database.db.selectFrom('policies').selectAll().where('id', '=', c.policyId).executeTakeFirstOrThrow();
     expect(Number(row.revision)).toBe(1);
-    expect(row).toMatchObject({ rules: '{}', name: '', agent_key_hash: createHash('sha256').update(c.agentKey).digest('hex') });
+    expect(row).toMatchObject({
+      rules: '{}',
+      name: '',
+      agent_key_hash: createHash('sha256').update(c.agentKey).digest('hex'),
+      admin_key_hash: createHash('sha256').update(c.adminKey).digest('hex'),
+    });
     expect(row.purged_at).not.toBeNull();
     expectProblem(await getPolicy(t, c.policyId, bearer(c.adminKey)), 410, 'expired');
   });

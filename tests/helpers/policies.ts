@@ -150,3 +150,7 @@ export function listDecisions(t: TestApp, policyId: string, key: string | undefi
 export function rotateAgentKey(t: TestApp, policyId: string, key: string | undefined) {
   return t.app.inject({ method: 'POST', url: `${POLICIES}/${policyId}/agent-key`, headers: key ? bearer(key) : {} });
 }
+
+export function rotateAdminKey(t: TestApp, policyId: string, key: string | undefined) {
+  return t.app.inject({ method: 'POST', url: `${POLICIES}/${policyId}/admin-key`, headers: key ? bearer(key) : {} });
+}

@@ -163,16 +163,29 @@ export class PolicyStore {
    * otherwise both answer a key, and the one written first would never work.
    */
   async rotateAgentKey(row: PolicyRow, now: Date): Promise<string | undefined> {
-    const agentKey = generateKey('agent');
+    return this.rotateKey(row, 'agent', now);
+  }
+
+  /**
+   * Replaces the admin key of `row` (the one it was read with): the old key stops working at
+   * once. Undefined when another rotation replaced it since, or the policy is no longer live.
+   */
+  async rotateAdminKey(row: PolicyRow, now: Date): Promise<string | undefined> {
+    return this.rotateKey(row, 'admin', now);
+  }
+
+  private async rotateKey(row: PolicyRow, kind: 'admin' | 'agent', now: Date): Promise<string | undefined> {
+    const key = generateKey(kind);
+    const column = kind === 'admin' ? 'admin_key_hash' : 'agent_key_hash';
     const res = await live(
       this.database.db
         .updateTable('policies')
-        .set({ agent_key_hash: hashKey(agentKey), updated_at: now.toISOString() })
+        .set({ [column]: hashKey(key), updated_at: now.toISOString() })
         .where('id', '=', row.id)
-        .where('agent_key_hash', '=', row.agent_key_hash),
+        .where(column, '=', row[column]),
       now,
     ).executeTakeFirst();
-    return Number(res.numUpdatedRows) === 1 ? agentKey : undefined;
+    return Number(res.numUpdatedRows) === 1 ? key : undefined;
   }
 
   /** False when the policy does not exist, was purged, or its access has ended. */

@@ -7,6 +7,7 @@ import { problems } from '../../platform/schemas.js';
 import type { DecisionService } from './decisions.js';
 import { authorizePolicy, checkKey, PolicyStore, toPolicy } from './policies.js';
 import {
+  AdminKeyResponse,
   AgentKeyResponse,
   CreatedPolicy,
   CreatePolicyRequest,
@@ -181,6 +182,28 @@ export const policyRoutes: FastifyPluginAsyncTypebox<AppDeps & { decisions: Deci
         (await store.rotateAgentKey(row, deps.clock.now())) ??
         (await unwritten(row.id, new AppError('conflict', 'another request replaced the agent key at the same time; its key is the one in force (rotate again for a new one)')));
       return { policyId: row.id, agentKey };
+    },
+  );
+  app.post(
+    '/api/spendpolicy/policies/:policyId/admin-key',
+    {
+      onSend: noStore,
+      schema: {
+        tags: ['spend-policy'],
+        summary: 'Replace the admin key (admin key); the old one stops working at once',
+        description:
+          'For an admin key that leaked: the answer is the only place the new key is shown. Answers 409 when another request replaced the admin key after this one read the policy: the key that request answered is the one in force, and this request\'s key no longer works. An administrator locked out this way asks the operator (`paywarden policy admin-key`).',
+        security: adminSecurity,
+        params: Params,
+        response: { 200: AdminKeyResponse, ...problems(400, 401, 404, 409, 410, 413, 415) },
+      },
+    },
+    async (request) => {
+      const row = await adminPolicy(request.params.policyId, request.headers.authorization);
+      const adminKey =
+        (await store.rotateAdminKey(row, deps.clock.now())) ??
+        (await unwritten(row.id, new AppError('conflict', 'another request replaced the admin key at the same time; its key is the one in force')));
+      return { policyId: row.id, adminKey };
     },
   );
 };

@@ -137,3 +137,8 @@ export const AgentKeyResponse = Type.Object({
   policyId: Type.String(),
   agentKey: Type.String({ description: 'The new agent key, shown once; the previous one stopped working' }),
 });
+
+export const AdminKeyResponse = Type.Object({
+  policyId: Type.String(),
+  adminKey: Type.String({ description: 'The new admin key, shown once; the previous one stopped working' }),
+});
