@@ -184,7 +184,9 @@ function urlProblem(name: string, value: string, base: boolean): string | undefi
       parsePgUrl(value);
       return undefined;
     }
-    new URL(value);
+    const url = new URL(value);
+    // fetch refuses such a URL, with an error that quotes it whole, password and all, into the log.
+    if (url.username || url.password) return `${name}: must carry no user name or password (put an API key where its provider says: a header, the path)`;
     // The raw text: an empty query (a bare ? or #) leaves URL.search and URL.hash empty.
     if (base && /[?#]/.test(value)) return `${name}: must have no query string or fragment (the service appends paths to it)`;
     return undefined;

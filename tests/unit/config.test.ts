@@ -166,6 +166,15 @@ describe('parseConfig', () => {
     expect(err.message).toContain(name);
   });
 
+  it.each(['MARKET_DEXSCREENER_URL', 'MARKET_GECKOTERMINAL_URL', 'FACILITATOR_URL', 'BASE_RPC_URLS', 'PUBLIC_BASE_URL'])(
+    'refuses a %s with a user name or password (fetch would refuse it, quoting the password into the log), without quoting it',
+    (name) => {
+      const err = configError({ [name]: 'https://me:s3cret-pw@provider.example' });
+      expect(err.message).toContain(`${name}: must carry no user name or password`);
+      expect(err.message).not.toContain('s3cret-pw');
+    },
+  );
+
   it('never quotes a database URL it refuses (it may hold a password)', () => {
     const err = configError({ DATABASE_URL: 'postgres://app:s3cret-pw@[db/paywarden' });
     expect(err.message).toContain('DATABASE_URL');
