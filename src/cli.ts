@@ -32,11 +32,12 @@ Audit commands; they need no database.
   evidence verify <chain.json> --jwks <file|url>
                                              recompute the intent digest and every event hash of a
                                              chain read from the API and verify its signed receipts;
-                                             exit code 1 when anything does not verify
+                                             exit code 1 when anything does not verify, 3 when the
+                                             chain or the JWKS cannot be read
   receipt verify <answer.json> --jwks <file|url>
                                              verify the receipt of a saved answer: a decision's
                                              ({ decision, receipt }) or a paid report's; exit code 1
-                                             when it does not verify
+                                             when it does not verify, 3 when it cannot be checked
 `;
 
 type Out = { log: (s: string) => void; error: (s: string) => void };

@@ -191,20 +191,22 @@ describe('a chain edited in the database no longer verifies', () => {
     expect(report.warnings).toEqual([expect.stringMatching(/^event\(s\) 1: no link receipt \(stored before links were signed\)/)]);
   });
 
-  it('reads the JWKS from the service URL; usage errors exit 2', async () => {
+  it('reads the JWKS from the service URL; usage errors exit 2, what cannot be read 3 (not checked, rather than 1: does not verify)', async () => {
     const { evidenceChainId } = await createChain(t, p, { amount: '5' });
     const address = await t.app.listen({ host: '127.0.0.1', port: 0 });
     const { code } = await auditChain(evidenceChainId, `${address}/.well-known/jwks.json`);
     expect(code).toBe(0);
     expect(await run(['evidence', 'verify', join(dir, 'x.json')], out, {})).toBe(2);
     expect(await run(['evidence', 'verify', '--jwks', join(dir, 'jwks.json')], out, {})).toBe(2);
-    expect(await run(['evidence', 'verify', join(dir, 'missing.json'), '--jwks', join(dir, 'jwks.json')], out, {})).toBe(1);
+    expect(await run(['evidence', 'verify', join(dir, 'missing.json'), '--jwks', join(dir, 'jwks.json')], out, {})).toBe(3);
     // A malformed JWKS is named as such, not reported as a chain the audit could not read.
     writeFileSync(join(dir, 'null-key.json'), JSON.stringify({ keys: [null] }));
     const { chain } = await auditChain(evidenceChainId);
     writeFileSync(join(dir, 'chain.json'), JSON.stringify(chain));
     errors.length = 0;
-    expect(await run(['evidence', 'verify', join(dir, 'chain.json'), '--jwks', join(dir, 'null-key.json')], out, {})).toBe(1);
+    expect(await run(['evidence', 'verify', join(dir, 'chain.json'), '--jwks', `${address}/no-such-jwks`], out, {})).toBe(3);
+    expect(errors.join()).toMatch(/could not check: JWKS .* answered 404/);
+    expect(await run(['evidence', 'verify', join(dir, 'chain.json'), '--jwks', join(dir, 'null-key.json')], out, {})).toBe(3);
     expect(errors.join()).toMatch(/the JWKS lists a key that is not an object/);
   });
 

@@ -22,8 +22,14 @@ async function loadJwks(source: string): Promise<JwksDocument> {
 }
 
 /**
+ * Exit codes of the verify commands: a script must tell "this does not verify" (1) from "this
+ * could not be checked" (3: a file or the JWKS could not be read), which says nothing either way.
+ */
+export const EXIT = { verified: 0, notVerified: 1, usage: 2, unchecked: 3 } as const;
+
+/**
  * The JSON document and the JWKS a verify command names (`<file> --jwks <file|url>`), or its exit
- * code: 2 on bad usage, 1 when either cannot be read.
+ * code: 2 on bad usage, 3 when either cannot be read.
  */
 async function readArgs(args: string[], usage: string, out: Out): Promise<{ doc: unknown; jwks: JwksDocument } | number> {
   const at = args.indexOf('--jwks');
@@ -31,20 +37,20 @@ async function readArgs(args: string[], usage: string, out: Out): Promise<{ doc:
   const files = args.filter((_, i) => at < 0 || (i !== at && i !== at + 1));
   if (!jwksSource || files.length !== 1 || files[0]!.startsWith('--')) {
     out.error(`usage: paywarden ${usage}`);
-    return 2;
+    return EXIT.usage;
   }
   try {
     return { doc: JSON.parse(await readFile(files[0]!, 'utf8')), jwks: await loadJwks(jwksSource) };
   } catch (err) {
-    out.error(`paywarden: ${err instanceof Error ? err.message : String(err)}`);
-    return 1;
+    out.error(`paywarden: could not check: ${err instanceof Error ? err.message : String(err)}`);
+    return EXIT.unchecked;
   }
 }
 
 /**
  * `paywarden evidence verify <chain.json> --jwks <file|url>`: prints the verification as JSON;
- * exit code 0 when everything verifies, 1 when anything does not (or cannot be read), 2 on
- * bad usage.
+ * exit code 0 when everything verifies, 1 when anything does not, 2 on bad usage, 3 when the
+ * chain or the JWKS cannot be read.
  */
 export async function evidenceVerifyCommand(args: string[], out: Out): Promise<number> {
   const read = await readArgs(args, VERIFY_USAGE, out);
@@ -52,7 +58,7 @@ export async function evidenceVerifyCommand(args: string[], out: Out): Promise<n
   const result = verifyChain(read.doc, read.jwks);
   out.log(JSON.stringify(result, null, 2));
   if (!result.ok) out.error(`paywarden: evidence chain does NOT verify (${result.problems.length} problem(s))`);
-  return result.ok ? 0 : 1;
+  return result.ok ? EXIT.verified : EXIT.notVerified;
 }
 
 /**
@@ -97,5 +103,5 @@ export async function receiptVerifyCommand(args: string[], out: Out): Promise<nu
   const ok = result.problems.length === 0;
   out.log(JSON.stringify({ ok, ...result }, null, 2));
   if (!ok) out.error(`paywarden: receipt does NOT verify (${result.problems.join('; ')})`);
-  return ok ? 0 : 1;
+  return ok ? EXIT.verified : EXIT.notVerified;
 }
