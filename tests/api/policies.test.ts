@@ -447,23 +447,8 @@ describe('protected policies', () => {
     });
 
     it('two rotations at once: one answers a key, which works; the other is 409, never a dead key', async () => {
-      // Both requests read the policy before either writes (the spy only orders their steps).
       const p = await createPolicy(t);
-      const real = PolicyStore.prototype.rotateAgentKey;
-      let arrived = 0;
-      let bothRead!: () => void;
-      const ready = new Promise<void>((resolve) => (bothRead = resolve));
-      const spy = vi.spyOn(PolicyStore.prototype, 'rotateAgentKey').mockImplementation(async function (this: PolicyStore, row, now) {
-        if (++arrived === 2) bothRead();
-        await ready;
-        return real.call(this, row, now);
-      });
-      let answers;
-      try {
-        answers = await Promise.all([rotateAgentKey(t, p.policyId, p.adminKey), rotateAgentKey(t, p.policyId, p.adminKey)]);
-      } finally {
-        spy.mockRestore();
-      }
+      const answers = await rotateTwiceAtOnce('rotateAgentKey', () => rotateAgentKey(t, p.policyId, p.adminKey));
       expect(answers.map((r) => r.statusCode).sort()).toEqual([200, 409]);
       expectProblem(answers.find((r) => r.statusCode === 409)!, 409, 'conflict');
       const winner = json(answers.find((r) => r.statusCode === 200)!).agentKey as string;
@@ -488,6 +473,24 @@ describe('protected policies', () => {
     });
   });
 });
+
+/** Two rotations of one key whose requests both read the policy before either writes (the spy only orders their steps). */
+async function rotateTwiceAtOnce(method: 'rotateAgentKey' | 'rotateAdminKey', rotate: () => ReturnType<typeof rotateAgentKey>) {
+  const real = PolicyStore.prototype[method];
+  let arrived = 0;
+  let bothRead!: () => void;
+  const ready = new Promise<void>((resolve) => (bothRead = resolve));
+  const spy = vi.spyOn(PolicyStore.prototype, method).mockImplementation(async function (this: PolicyStore, row, now) {
+    if (++arrived === 2) bothRead();
+    await ready;
+    return real.call(this, row, now);
+  });
+  try {
+    return await Promise.all([rotate(), rotate()]);
+  } finally {
+    spy.mockRestore();
+  }
+}
 
 describe('POST /api/spendpolicy/policies/{policyId}/admin-key', () => {
   const t = useSpendPolicyApp();
@@ -518,21 +521,7 @@ describe('POST /api/spendpolicy/policies/{policyId}/admin-key', () => {
 
   it('two rotations at once: one answers the key in force, the other 409', async () => {
     const p = await createPolicy(t);
-    const real = PolicyStore.prototype.rotateAdminKey;
-    let arrived = 0;
-    let bothRead!: () => void;
-    const ready = new Promise<void>((resolve) => (bothRead = resolve));
-    const spy = vi.spyOn(PolicyStore.prototype, 'rotateAdminKey').mockImplementation(async function (this: PolicyStore, row, now) {
-      if (++arrived === 2) bothRead();
-      await ready;
-      return real.call(this, row, now);
-    });
-    let answers;
-    try {
-      answers = await Promise.all([rotateAdminKey(t, p.policyId, p.adminKey), rotateAdminKey(t, p.policyId, p.adminKey)]);
-    } finally {
-      spy.mockRestore();
-    }
+    const answers = await rotateTwiceAtOnce('rotateAdminKey', () => rotateAdminKey(t, p.policyId, p.adminKey));
     expect(answers.map((r) => r.statusCode).sort()).toEqual([200, 409]);
     expectProblem(answers.find((r) => r.statusCode === 409)!, 409, 'conflict');
     const winner = json(answers.find((r) => r.statusCode === 200)!).adminKey as string;
