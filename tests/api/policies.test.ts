@@ -28,6 +28,7 @@ import {
   UNKNOWN_POLICY_ID,
   useSpendPolicyApp,
 } from '../helpers/policies.js';
+import type { Created } from '../helpers/policies.js';
 import { suiteFixture } from '../helpers/suite.js';
 
 const RESOURCE_FIELDS = [
@@ -519,13 +520,32 @@ describe('POST /api/spendpolicy/policies/{policyId}/admin-key', () => {
     expect(row.agent_key_hash).toBe(sha256(p.agentKey));
   });
 
-  it('two rotations at once: one answers the key in force, the other 409', async () => {
+  it('two rotations at once: one answers the key in force, the other 404 (the key it came with is gone)', async () => {
     const p = await createPolicy(t);
     const answers = await rotateTwiceAtOnce('rotateAdminKey', () => rotateAdminKey(t, p.policyId, p.adminKey));
-    expect(answers.map((r) => r.statusCode).sort()).toEqual([200, 409]);
-    expectProblem(answers.find((r) => r.statusCode === 409)!, 409, 'conflict');
+    expect(answers.map((r) => r.statusCode).sort()).toEqual([200, 404]);
+    expectProblem(answers.find((r) => r.statusCode === 404)!, 404, 'not_found');
     const winner = json(answers.find((r) => r.statusCode === 200)!).adminKey as string;
     expect((await getPolicy(t, p.policyId, bearer(winner))).statusCode).toBe(200);
+  });
+
+  it.each([
+    ['PUT', 'replace', (p: Created) => putPolicy(t, p.policyId, { policy: rules({ dailyBudget: '500' }) }, bearer(p.adminKey))],
+    ['agent-key rotation', 'rotateAgentKey', (p: Created) => rotateAgentKey(t, p.policyId, p.adminKey)],
+  ] as const)('a %s with the old key that read the policy just before the admin key was replaced: 404, nothing written', async (_name, method, call) => {
+    const p = await createPolicy(t);
+    let replacement: string | undefined;
+    const real = PolicyStore.prototype[method] as (...args: unknown[]) => Promise<unknown>;
+    const spy = vi.spyOn(PolicyStore.prototype, method).mockImplementation(async function (this: PolicyStore, ...args: unknown[]) {
+      spy.mockRestore();
+      replacement = json(await rotateAdminKey(t, p.policyId, p.adminKey)).adminKey;
+      return real.apply(this, args);
+    } as never);
+    expectProblem(await call(p), 404, 'not_found');
+    const row = await t.database.db.selectFrom('policies').selectAll().where('id', '=', p.policyId).executeTakeFirstOrThrow();
+    expect(Number(row.revision)).toBe(1);
+    expect(row.agent_key_hash).toBe(sha256(p.agentKey));
+    expect(row.admin_key_hash).toBe(sha256(replacement!));
   });
 
   it('needs the admin key of that policy', async () => {

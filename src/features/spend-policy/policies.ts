@@ -147,7 +147,9 @@ export class PolicyStore {
       revision: sql<number>`revision + 1`,
       updated_at: now.toISOString(),
     };
-    let q = this.database.db.updateTable('policies').set(next).where('id', '=', row.id);
+    // Only while the admin key it was authorized with is still the policy's: a rotation of that
+    // key that commits first ends whatever the old key had under way.
+    let q = this.database.db.updateTable('policies').set(next).where('id', '=', row.id).where('admin_key_hash', '=', row.admin_key_hash);
     if (expectedRevision !== undefined) q = q.where('revision', '=', expectedRevision);
     // Never onto a policy that was purged (or whose access ended) after it was read: the purge
     // has emptied its rules and deleted its decisions, and the policy answers 410 from then on.
@@ -182,7 +184,9 @@ export class PolicyStore {
         .updateTable('policies')
         .set({ [column]: hashKey(key), updated_at: now.toISOString() })
         .where('id', '=', row.id)
-        .where(column, '=', row[column]),
+        .where(column, '=', row[column])
+        // Both rotations are the admin key's: neither after that key was replaced (see replace).
+        .where('admin_key_hash', '=', row.admin_key_hash),
       now,
     ).executeTakeFirst();
     return Number(res.numUpdatedRows) === 1 ? key : undefined;

@@ -5,7 +5,7 @@ import { AppError } from '../../platform/errors.js';
 import { noStore } from '../../platform/http.js';
 import { problems } from '../../platform/schemas.js';
 import type { DecisionService } from './decisions.js';
-import { authorizePolicy, checkKey, PolicyStore, toPolicy } from './policies.js';
+import { authorizePolicy, checkKey, PolicyStore, toPolicy, type PolicyRow } from './policies.js';
 import {
   AdminKeyResponse,
   AgentKeyResponse,
@@ -59,13 +59,16 @@ export const policyRoutes: FastifyPluginAsyncTypebox<AppDeps & { decisions: Deci
   };
   /**
    * After a write that matched no row: the policy was purged, or its access ended, since it was
-   * read (410, as every later request will hear), or else what `conflict` describes happened.
+   * read (410, as every later request will hear); or the admin key the request came with was
+   * replaced meanwhile (404, as for any key that is not the policy's); or else what `conflict`
+   * describes happened.
    */
-  const unwritten = async (policyId: string, conflict: AppError): Promise<never> => {
-    const now = await store.get(policyId);
+  const unwritten = async (read: PolicyRow, conflict: AppError): Promise<never> => {
+    const now = await store.get(read.id);
     if (!now || now.purged_at || deps.clock.now().toISOString() >= now.access_expires_at) {
       throw new AppError('expired', 'protected-policy access has expired');
     }
+    if (now.admin_key_hash !== read.admin_key_hash) throw new AppError('not_found', 'policy or key not found');
     throw conflict;
   };
 
@@ -137,7 +140,7 @@ export const policyRoutes: FastifyPluginAsyncTypebox<AppDeps & { decisions: Deci
       }
       const updated =
         (await store.replace(row, request.body, expected, deps.clock.now())) ??
-        (await unwritten(row.id, new AppError('precondition_failed', `the policy is no longer at revision ${expected}; read it again`)));
+        (await unwritten(row, new AppError('precondition_failed', `the policy is no longer at revision ${expected}; read it again`)));
       reply.header('etag', `"${updated.revision}"`);
       return toPolicy(updated);
     },
@@ -180,7 +183,7 @@ export const policyRoutes: FastifyPluginAsyncTypebox<AppDeps & { decisions: Deci
       const row = await adminPolicy(request.params.policyId, request.headers.authorization);
       const agentKey =
         (await store.rotateAgentKey(row, deps.clock.now())) ??
-        (await unwritten(row.id, new AppError('conflict', 'another request replaced the agent key at the same time; its key is the one in force (rotate again for a new one)')));
+        (await unwritten(row, new AppError('conflict', 'another request replaced the agent key at the same time; its key is the one in force (rotate again for a new one)')));
       return { policyId: row.id, agentKey };
     },
   );
@@ -192,17 +195,16 @@ export const policyRoutes: FastifyPluginAsyncTypebox<AppDeps & { decisions: Deci
         tags: ['spend-policy'],
         summary: 'Replace the admin key (admin key); the old one stops working at once',
         description:
-          'For an admin key that leaked: the answer is the only place the new key is shown. Answers 409 when another request replaced the admin key after this one read the policy: the key that request answered is the one in force, and this request\'s key no longer works. An administrator locked out this way asks the operator (`paywarden policy admin-key`).',
+          'For an admin key that leaked: the answer is the only place the new key is shown. Of two rotations at once, one answers the new key and the other 404, as the key it came with no longer exists; so does any request with the old key that was still under way. An administrator locked out (the key lost, or replaced by whoever took it) asks the operator (`paywarden policy admin-key`).',
         security: adminSecurity,
         params: Params,
-        response: { 200: AdminKeyResponse, ...problems(400, 401, 404, 409, 410, 413, 415) },
+        response: { 200: AdminKeyResponse, ...problems(400, 401, 404, 410, 413, 415) },
       },
     },
     async (request) => {
       const row = await adminPolicy(request.params.policyId, request.headers.authorization);
-      const adminKey =
-        (await store.rotateAdminKey(row, deps.clock.now())) ??
-        (await unwritten(row.id, new AppError('conflict', 'another request replaced the admin key at the same time; its key is the one in force')));
+      // Unwritten only when the policy ended (410) or the admin key was replaced meanwhile (404).
+      const adminKey = (await store.rotateAdminKey(row, deps.clock.now())) ?? (await unwritten(row, new AppError('internal_error')));
       return { policyId: row.id, adminKey };
     },
   );
