@@ -59,6 +59,35 @@ describe.skipIf(testDialect !== 'sqlite')('operator CLI', () => {
     expect((await read()).directChecks).toBe(false);
   });
 
+  it('backs up a database the service keeps writing to: the copy ends, whole', async () => {
+    // About 12 MB, so that a copy made a few pages at a time spans many of the service's writes.
+    const needs = 'n'.repeat(1200);
+    const lead = (i: number) => ({ id: `lead_fill_${i}`, email: 'fill@example.com', company: 'Fill', monthly_decisions: '10k-100k', needs, source: '192.0.2.1', created_at: new Date().toISOString() });
+    await t.database.db.transaction().execute(async (tx) => {
+      for (let i = 0; i < 10_000; i += 500) await tx.insertInto('pilot_leads').values(Array.from({ length: 500 }, (_, j) => lead(i + j))).execute();
+    });
+    let written = 0;
+    const writer = setInterval(() => void t.database.db.insertInto('pilot_leads').values(lead(100_000 + written++)).execute(), 2);
+    const dir = mkdtempSync(join(tmpdir(), 'paywarden-backup-busy-'));
+    try {
+      const target = join(dir, 'busy.sqlite');
+      const gaveUp = new Promise<string>((resolve) => setTimeout(() => resolve('still copying after 20 s'), 20_000).unref());
+      expect(await Promise.race([cli('backup', target), gaveUp])).toBe(0);
+      clearInterval(writer);
+      const copy = new SQLite(target, { readonly: true, fileMustExist: true });
+      try {
+        expect(copy.pragma('integrity_check', { simple: true })).toBe('ok');
+        expect(Number(copy.prepare("select count(*) from pilot_leads where id like 'lead_fill_%'").pluck().get())).toBeGreaterThanOrEqual(10_000);
+      } finally {
+        copy.close();
+      }
+    } finally {
+      clearInterval(writer);
+      await t.database.db.deleteFrom('pilot_leads').where('id', 'like', 'lead_fill_%').execute();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  }, 30_000);
+
   it('issues a new admin key for a locked-out administrator: printed once, the old key stops working', async () => {
     lines.length = 0;
     expect(await cli('policy', 'admin-key', policy.policyId)).toBe(0);

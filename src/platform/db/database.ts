@@ -1,4 +1,4 @@
-import { closeSync, constants, mkdirSync, openSync } from 'node:fs';
+import { closeSync, constants, mkdirSync, openSync, rmSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { Worker } from 'node:worker_threads';
 import { dirname, resolve } from 'node:path';
@@ -202,11 +202,21 @@ export async function backupSqlite(file: string, target: string): Promise<void> 
   const source = new SQLite(file, { readonly: true, fileMustExist: true });
   try {
     closeSync(openSync(target, constants.O_CREAT | constants.O_EXCL | constants.O_WRONLY, 0o600));
-    await source.backup(target);
+    try {
+      // Every page in one step, within one read transaction: copied a few pages at a time, the
+      // backup starts over after each write of the service, and beside a busy one never ends.
+      await source.backup(target, { progress: () => BACKUP_ALL_PAGES });
+    } catch (err) {
+      rmSync(target, { force: true }); // half a copy is no backup, and would block the next try
+      throw err;
+    }
   } finally {
     source.close();
   }
 }
+
+/** better-sqlite3's backup copies this many pages per step (SQLite's "all", as a positive count). */
+const BACKUP_ALL_PAGES = 0x7fffffff;
 
 /** The file an `sqlite:` URL names; undefined for PostgreSQL and for an in-memory database. */
 export function sqliteFileOf(url: string): string | undefined {
