@@ -179,6 +179,7 @@ function payToProblems(payTo: string): string[] {
  * front of them. The value is never quoted: a database URL may hold a password.
  */
 function urlProblem(name: string, value: string, base: boolean): string | undefined {
+  // viem (BASE_RPC_URLS) sends a URL's user name and password as basic auth; fetch refuses them.
   try {
     if (name === 'DATABASE_URL') {
       parsePgUrl(value);
@@ -186,7 +187,7 @@ function urlProblem(name: string, value: string, base: boolean): string | undefi
     }
     const url = new URL(value);
     // fetch refuses such a URL, with an error that quotes it whole, password and all, into the log.
-    if (url.username || url.password) return `${name}: must carry no user name or password (put an API key where its provider says: a header, the path)`;
+    if ((url.username || url.password) && name !== 'BASE_RPC_URLS') return `${name}: must carry no user name or password (put an API key where its provider says: a header, the path)`;
     // The raw text: an empty query (a bare ? or #) leaves URL.search and URL.hash empty.
     if (base && /[?#]/.test(value)) return `${name}: must have no query string or fragment (the service appends paths to it)`;
     return undefined;

@@ -166,7 +166,7 @@ describe('parseConfig', () => {
     expect(err.message).toContain(name);
   });
 
-  it.each(['MARKET_DEXSCREENER_URL', 'MARKET_GECKOTERMINAL_URL', 'FACILITATOR_URL', 'BASE_RPC_URLS', 'PUBLIC_BASE_URL'])(
+  it.each(['MARKET_DEXSCREENER_URL', 'MARKET_GECKOTERMINAL_URL', 'FACILITATOR_URL', 'PUBLIC_BASE_URL'])(
     'refuses a %s with a user name or password (fetch would refuse it, quoting the password into the log), without quoting it',
     (name) => {
       const err = configError({ [name]: 'https://me:s3cret-pw@provider.example' });
@@ -174,6 +174,10 @@ describe('parseConfig', () => {
       expect(err.message).not.toContain('s3cret-pw');
     },
   );
+
+  it('takes a BASE_RPC_URLS entry with a user name and password (viem sends them as basic auth)', () => {
+    expect(parseConfig({ BASE_RPC_URLS: 'https://me:s3cret-pw@rpc.example/base' }).rpcUrls).toEqual(['https://me:s3cret-pw@rpc.example/base']);
+  });
 
   it('never quotes a database URL it refuses (it may hold a password)', () => {
     const err = configError({ DATABASE_URL: 'postgres://app:s3cret-pw@[db/paywarden' });
