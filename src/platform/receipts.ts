@@ -48,38 +48,51 @@ export class ReceiptSigner {
    * receipts it signs would not verify.
    */
   static async load(database: Database, configured?: string): Promise<ReceiptSigner> {
-    const signer = await ReceiptSigner.loadKey(database, configured);
+    if (!configured) {
+      const signer = await ReceiptSigner.generated(database);
+      await signer.publish(database);
+      return signer;
+    }
+    const signer = ReceiptSigner.fromPrivateKey(parsePrivateKey(configured));
     if (await isWithdrawn(database, signer.jwk.kid)) {
       throw new Error(`RECEIPT_SIGNING_KEY: key ${signer.jwk.kid} was withdrawn (paywarden receipt-key withdraw); configure a new one`);
     }
     await signer.publish(database);
     // A key generated before RECEIPT_SIGNING_KEY was set signed receipts too: publish it as well.
-    if (configured) {
-      const generated = await database.db.selectFrom('kv').select('value').where('key', '=', KV_KEY).executeTakeFirst();
-      if (generated) {
-        const earlier = ReceiptSigner.fromPrivateKey(createPrivateKey(generated.value));
-        if (!(await isWithdrawn(database, earlier.jwk.kid))) await earlier.publish(database);
-      }
+    const generated = await database.db.selectFrom('kv').select('value').where('key', '=', KV_KEY).executeTakeFirst();
+    if (generated) {
+      const earlier = ReceiptSigner.fromPrivateKey(createPrivateKey(generated.value));
+      if (!(await isWithdrawn(database, earlier.jwk.kid))) await earlier.publish(database);
     }
     return signer;
   }
 
-  private static async loadKey(database: Database, configured?: string): Promise<ReceiptSigner> {
-    if (configured) return ReceiptSigner.fromPrivateKey(parsePrivateKey(configured));
-    const existing = await database.db.selectFrom('kv').select('value').where('key', '=', KV_KEY).executeTakeFirst();
-    if (!existing) {
-      const { privateKey } = generateKeyPairSync('ed25519');
-      const pem = privateKey.export({ type: 'pkcs8', format: 'pem' }).toString();
-      // Two instances starting together may both generate one: the first insert wins and both
-      // then read the same key back.
-      await database.db
-        .insertInto('kv')
-        .values({ key: KV_KEY, value: pem, created_at: new Date().toISOString() })
-        .onConflict((oc) => oc.column('key').doNothing())
-        .execute();
+  /**
+   * The key kept in the database, generated when there is none. One withdrawn while this start
+   * read it (the CLI beside a starting instance) is replaced by a new one, as the next start
+   * would do.
+   */
+  private static async generated(database: Database): Promise<ReceiptSigner> {
+    for (let attempt = 0; attempt < 3; attempt++) {
+      const existing = await database.db.selectFrom('kv').select('value').where('key', '=', KV_KEY).executeTakeFirst();
+      if (!existing) {
+        const { privateKey } = generateKeyPairSync('ed25519');
+        const pem = privateKey.export({ type: 'pkcs8', format: 'pem' }).toString();
+        // Two instances starting together may both generate one: the first insert wins and both
+        // then read the same key back.
+        await database.db
+          .insertInto('kv')
+          .values({ key: KV_KEY, value: pem, created_at: new Date().toISOString() })
+          .onConflict((oc) => oc.column('key').doNothing())
+          .execute();
+      }
+      const row = await database.db.selectFrom('kv').select('value').where('key', '=', KV_KEY).executeTakeFirst();
+      if (!row) continue; // withdrawn (and deleted) since it was inserted
+      const signer = ReceiptSigner.fromPrivateKey(createPrivateKey(row.value));
+      if (!(await isWithdrawn(database, signer.jwk.kid))) return signer;
+      await database.db.deleteFrom('kv').where('key', '=', KV_KEY).where('value', '=', row.value).execute();
     }
-    const row = await database.db.selectFrom('kv').select('value').where('key', '=', KV_KEY).executeTakeFirstOrThrow();
-    return ReceiptSigner.fromPrivateKey(createPrivateKey(row.value));
+    throw new Error('the generated receipt signing key was withdrawn again and again while the service started; start it again');
   }
 
   static fromPrivateKey(privateKey: KeyObject): ReceiptSigner {

@@ -313,6 +313,25 @@ describe('withdrawing a receipt key that leaked', () => {
     }
   });
 
+  it('a start that read the generated key just as it was withdrawn generates a new one instead of failing', async () => {
+    const t = await createTestApp();
+    try {
+      const [leaked] = await kids(t);
+      // What such a start sees: the withdrawal marker, and the private key it had read before.
+      await t.database.db.insertInto('kv').values({ key: `receipt_withdrawn_key:${leaked}`, value: 'x', created_at: new Date().toISOString() }).execute();
+      const restarted = await createTestApp({ database: t.database, clock: t.clock });
+      try {
+        const [fresh] = await kids(restarted);
+        expect(fresh).not.toBe(leaked);
+        expect(await kids(restarted)).toEqual([fresh]);
+      } finally {
+        await restarted.app.close();
+      }
+    } finally {
+      await t.close();
+    }
+  });
+
   it('a configured key, once withdrawn, stops the start naming the variable; an earlier generated key withdrawn stays out', async () => {
     const t = await createTestApp();
     const seed = newSeed();
