@@ -6,7 +6,7 @@ import { purgeExpired } from './features/maintenance.js';
 import { PolicyStore, toPolicy } from './features/spend-policy/policies.js';
 import { backupSqlite, openDatabase, sqliteFileOf, type Database } from './platform/db/database.js';
 import { NotCurrentSchema } from './platform/db/migrations.js';
-import { withdrawReceiptKey } from './platform/receipts.js';
+import { forgetGeneratedKey, withdrawReceiptKey } from './platform/receipts.js';
 
 const USAGE = `usage: paywarden <command>
 
@@ -26,6 +26,10 @@ one nor change its schema.
                                              generated key, it is deleted and the next start makes a new
                                              one; a RECEIPT_SIGNING_KEY naming it stops the start.
                                              Restart every instance afterwards
+  receipt-key forget-generated               delete the private receipt key the service generated before
+                                             RECEIPT_SIGNING_KEY was set (its public key stays published, so its
+                                             receipts still verify). Only once every instance runs with
+                                             RECEIPT_SIGNING_KEY: one without it would generate a new key
 
 Audit commands; they need no database.
 
@@ -96,6 +100,11 @@ export async function run(argv: string[], out: Out = { log: console.log, error: 
       database = undefined;
       await backupSqlite(file, sub);
       out.log(`backed up ${resolve(file)} to ${resolve(sub)}`);
+      return 0;
+    }
+    if (cmd === 'receipt-key' && sub === 'forget-generated' && rest.length === 0) {
+      const kid = await forgetGeneratedKey(await db());
+      out.log(kid ? `generated receipt key ${kid} deleted; its public key stays published` : 'no generated receipt key is kept; nothing changed');
       return 0;
     }
     if (cmd === 'purge' && sub === undefined) {

@@ -2,7 +2,7 @@ import { Worker } from 'node:worker_threads';
 import { buildApp } from './app.js';
 import { ConfigError, parseConfig, type Config } from './config.js';
 import { purgeExpired } from './features/maintenance.js';
-import { openInfrastructure, startFailure, warnWhileRedisFails } from './platform/deps.js';
+import { lockedDatabase, openInfrastructure, warnWhileRedisFails } from './platform/deps.js';
 
 const PURGE_INTERVAL_MS = 60 * 60 * 1000;
 /** How much longer than a paid request's facilitator and chain calls a shutdown waits for open connections. */
@@ -26,7 +26,7 @@ async function main(): Promise<void> {
   const infra = await openInfrastructure(config);
   const app = await buildApp(infra).catch(async (err: unknown) => {
     await infra.close().catch(() => {});
-    throw new Error(startFailure(err, config));
+    throw lockedDatabase(err, config) ?? err;
   });
   if (!config.rateLimits) app.log.warn('RATE_LIMITS=off: no per-source limit is enforced (meant for benchmarks only)');
   warnWhileRedisFails(infra, app.log);

@@ -39,20 +39,26 @@ function databaseSetting(config: Config): string {
   return file === undefined ? 'DATABASE_URL' : `DATABASE_URL=sqlite:${resolve(file)}`;
 }
 
-/** Why the start failed, with what to do when it is an SQLite file that another process holds locked. */
-export function startFailure(err: unknown, config: Config): string {
-  const message = err instanceof Error ? err.message : String(err);
+/**
+ * A start that met an SQLite file another process holds the write lock of, said with the file and
+ * what to do; undefined for any other failure.
+ */
+export function lockedDatabase(err: unknown, config: Config, what = ''): ConfigError | undefined {
   const codes: string[] = [];
   for (let e = err as { code?: unknown; cause?: unknown } | undefined; e && codes.length < 5; e = e.cause as typeof e) codes.push(String(e.code ?? ''));
-  if (!codes.some((c) => c.startsWith('SQLITE_BUSY'))) return message;
-  return `${message} (${databaseSetting(config)}): another process holds its write lock (another paywarden on the same file, an open sqlite3 session); stop it, or give this instance its own DATABASE_URL`;
+  if (!codes.some((c) => c.startsWith('SQLITE_BUSY'))) return undefined;
+  return new ConfigError(
+    `${what}${databaseSetting(config)}: ${messageOf(err)}: another process holds its write lock (another paywarden on the same file, an open sqlite3 session); stop it, or give this instance its own DATABASE_URL`,
+  );
 }
+
+const messageOf = (err: unknown) => (err instanceof Error ? err.message : String(err));
 
 /** Opens everything the service talks to, from configuration. */
 export async function openInfrastructure(config: Config, clock: Clock = systemClock): Promise<Infrastructure> {
   await checkCdpKey(config);
   const database = await openDatabase(config.databaseUrl).catch((err: unknown) => {
-    throw new ConfigError(`cannot open ${databaseSetting(config)}: ${startFailure(err, config)}`);
+    throw lockedDatabase(err, config, 'cannot open ') ?? new ConfigError(`cannot open ${databaseSetting(config)}: ${messageOf(err)}`);
   });
   const redis = config.redisUrl ? connectRedis(config.redisUrl) : undefined;
   const limiter = createRateLimiter(config, redis ? { redis, keyPrefix: config.redisKeyPrefix } : {});

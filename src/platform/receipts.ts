@@ -196,6 +196,28 @@ const WITHDRAWN_PREFIX = 'receipt_withdrawn_key:';
 const isWithdrawn = async (database: Database, kid: string) =>
   (await database.db.selectFrom('kv').select('key').where('key', '=', `${WITHDRAWN_PREFIX}${kid}`).executeTakeFirst()) !== undefined;
 
+/**
+ * Deletes the private key the service generated (before RECEIPT_SIGNING_KEY was set), keeping
+ * its public key published: receipts it signed still verify, and the database (and its backups)
+ * no longer holds a key that can sign. Only once every instance runs with RECEIPT_SIGNING_KEY:
+ * one without it would generate a new key. The kid deleted, or undefined when there is none.
+ */
+export async function forgetGeneratedKey(database: Database): Promise<string | undefined> {
+  return writeTransaction(database, async (trx) => {
+    const generated = await trx.selectFrom('kv').select('value').where('key', '=', KV_KEY).executeTakeFirst();
+    if (!generated) return undefined;
+    const { jwk } = ReceiptSigner.fromPrivateKey(createPrivateKey(generated.value));
+    // Published (unless withdrawn) before it goes: the receipts it signed must stay verifiable.
+    await trx
+      .insertInto('kv')
+      .values({ key: `${PUBLISHED_PREFIX}${jwk.kid}`, value: JSON.stringify(jwk), created_at: new Date().toISOString() })
+      .onConflict((oc) => oc.column('key').doNothing())
+      .execute();
+    await trx.deleteFrom('kv').where('key', '=', KV_KEY).execute();
+    return jwk.kid;
+  });
+}
+
 export interface Withdrawal {
   kid: string;
   /** It was the key the service generated and kept in the database, now deleted: the next start generates another. */

@@ -4,7 +4,7 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { createTestApp, json, type TestApp } from '../helpers/app.js';
 import { approve, bearer, createPolicy, decide, readDecision } from '../helpers/policies.js';
 import { verifyReceiptWithCli } from '../helpers/receipt-cli.js';
-import { withdrawReceiptKey } from '../../src/platform/receipts.js';
+import { forgetGeneratedKey, withdrawReceiptKey } from '../../src/platform/receipts.js';
 
 /**
  * Receipts are checked here the way an outsider would: only the public JWKS, `jose` to import
@@ -328,6 +328,25 @@ describe('withdrawing a receipt key that leaked', () => {
         await restarted.app.close();
       }
     } finally {
+      await t.close();
+    }
+  });
+
+  it('the generated private key can be deleted once a key is configured: its receipts still verify, none can be signed with it', async () => {
+    const t = await createTestApp();
+    const configured = await createTestApp({ database: t.database, clock: t.clock, config: { receiptSigningKey: newSeed() } });
+    try {
+      const p = await createPolicy(t);
+      const made = await decide(t, p, { amount: '1' });
+      const generated = made.receipt.keyId;
+      expect(await forgetGeneratedKey(t.database)).toBe(generated);
+      expect(await t.database.db.selectFrom('kv').select('key').where('key', '=', 'receipt_signing_key').executeTakeFirst()).toBeUndefined();
+      expect(await kids(configured)).toContain(generated);
+      const key = json(await configured.app.inject({ method: 'GET', url: '/.well-known/jwks.json' })).keys.find((k: { kid: string }) => k.kid === generated);
+      await expectVerifies(made.decision, made.receipt, (await importJWK({ ...key, alg: 'EdDSA' }, 'EdDSA')) as PublicKey);
+      expect(await forgetGeneratedKey(t.database)).toBeUndefined();
+    } finally {
+      await configured.app.close();
       await t.close();
     }
   });

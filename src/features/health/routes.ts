@@ -17,7 +17,7 @@ export const healthRoutes: FastifyPluginAsyncTypebox<AppDeps> = async (app, deps
     {
       schema: {
         tags: ['health'],
-        summary: 'The database answers and takes writes; 503 otherwise',
+        summary: 'The database answers (PostgreSQL: and takes writes; SQLite: and no WAL sync has failed); 503 otherwise',
         response: { 200: Status, ...problems(503) },
       },
     },
