@@ -187,6 +187,9 @@ function urlProblem(name: string, value: string, base: boolean): string | undefi
     }
     const url = new URL(value);
     // fetch refuses such a URL, with an error that quotes it whole, password and all, into the log.
+    if (name === 'BASE_RPC_URLS' && (url.username || url.password) && !isBasicAuth(url)) {
+      return `${name}: a user name and password must both be given, percent-encoded (viem sends them as basic auth)`;
+    }
     if ((url.username || url.password) && name !== 'BASE_RPC_URLS') return `${name}: must carry no user name or password (put an API key where its provider says: a header, the path)`;
     // The raw text: an empty query (a bare ? or #) leaves URL.search and URL.hash empty.
     if (base && /[?#]/.test(value)) return `${name}: must have no query string or fragment (the service appends paths to it)`;
@@ -197,6 +200,17 @@ function urlProblem(name: string, value: string, base: boolean): string | undefi
       return `${name}: a file it names (sslrootcert, sslcert or sslkey) cannot be read`;
     }
     return `${name}: not a valid URL (check its host, port and percent-encoding)`;
+  }
+}
+
+/** What viem turns into basic auth: a user name, and both parts percent-decodable (else it sends the URL as is, which fetch refuses). */
+function isBasicAuth(url: URL): boolean {
+  try {
+    decodeURIComponent(url.username);
+    decodeURIComponent(url.password);
+    return url.username !== '';
+  } catch {
+    return false;
   }
 }
 

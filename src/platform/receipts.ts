@@ -207,7 +207,8 @@ export async function forgetGeneratedKey(database: Database): Promise<string | u
     const generated = await trx.selectFrom('kv').select('value').where('key', '=', KV_KEY).executeTakeFirst();
     if (!generated) return undefined;
     const { jwk } = ReceiptSigner.fromPrivateKey(createPrivateKey(generated.value));
-    // Published (unless withdrawn) before it goes: the receipts it signed must stay verifiable.
+    // Published before it goes: the receipts it signed must stay verifiable (the JWKS still
+    // leaves it out if it was withdrawn).
     await trx
       .insertInto('kv')
       .values({ key: `${PUBLISHED_PREFIX}${jwk.kid}`, value: JSON.stringify(jwk), created_at: new Date().toISOString() })

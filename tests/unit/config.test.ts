@@ -179,6 +179,15 @@ describe('parseConfig', () => {
     expect(parseConfig({ BASE_RPC_URLS: 'https://me:s3cret-pw@rpc.example/base' }).rpcUrls).toEqual(['https://me:s3cret-pw@rpc.example/base']);
   });
 
+  it.each(['https://:s3cret-pw@rpc.example', 'https://us%zz:s3cret-pw@rpc.example', 'https://me:s3cret%zz@rpc.example'])(
+    'refuses a BASE_RPC_URLS entry whose credentials viem would pass on to fetch (%s), without quoting them',
+    (url) => {
+      const err = configError({ BASE_RPC_URLS: url });
+      expect(err.message).toContain('BASE_RPC_URLS: a user name and password must both be given');
+      expect(err.message).not.toContain('s3cret');
+    },
+  );
+
   it('never quotes a database URL it refuses (it may hold a password)', () => {
     const err = configError({ DATABASE_URL: 'postgres://app:s3cret-pw@[db/paywarden' });
     expect(err.message).toContain('DATABASE_URL');

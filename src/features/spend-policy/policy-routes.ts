@@ -61,14 +61,15 @@ export const policyRoutes: FastifyPluginAsyncTypebox<AppDeps & { decisions: Deci
    * After a write that matched no row: the policy was purged, or its access ended, since it was
    * read (410, as every later request will hear); or the admin key the request came with was
    * replaced meanwhile (404, as for any key that is not the policy's); or else what `conflict`
-   * describes happened.
+   * describes happened. `at` is the time the write was made for: judged at another time, a clock
+   * stepped back could find neither reason and blame `conflict`.
    */
-  const unwritten = async (read: PolicyRow, conflict: AppError): Promise<never> => {
-    const now = await store.get(read.id);
-    if (!now || now.purged_at || deps.clock.now().toISOString() >= now.access_expires_at) {
+  const unwritten = async (read: PolicyRow, at: Date, conflict: AppError): Promise<never> => {
+    const current = await store.get(read.id);
+    if (!current || current.purged_at || at.toISOString() >= current.access_expires_at) {
       throw new AppError('expired', 'protected-policy access has expired');
     }
-    if (now.admin_key_hash !== read.admin_key_hash) throw new AppError('not_found', 'policy or key not found');
+    if (current.admin_key_hash !== read.admin_key_hash) throw new AppError('not_found', 'policy or key not found');
     throw conflict;
   };
 
@@ -138,9 +139,10 @@ export const policyRoutes: FastifyPluginAsyncTypebox<AppDeps & { decisions: Deci
           throw new AppError('precondition_failed', `the policy is at revision ${expected}, which If-Match does not name; read it again`);
         }
       }
+      const now = deps.clock.now();
       const updated =
-        (await store.replace(row, request.body, expected, deps.clock.now())) ??
-        (await unwritten(row, new AppError('precondition_failed', `the policy is no longer at revision ${expected}; read it again`)));
+        (await store.replace(row, request.body, expected, now)) ??
+        (await unwritten(row, now, new AppError('precondition_failed', `the policy is no longer at revision ${expected}; read it again`)));
       reply.header('etag', `"${updated.revision}"`);
       return toPolicy(updated);
     },
@@ -181,9 +183,10 @@ export const policyRoutes: FastifyPluginAsyncTypebox<AppDeps & { decisions: Deci
     },
     async (request) => {
       const row = await adminPolicy(request.params.policyId, request.headers.authorization);
+      const now = deps.clock.now();
       const agentKey =
-        (await store.rotateAgentKey(row, deps.clock.now())) ??
-        (await unwritten(row, new AppError('conflict', 'another request replaced the agent key at the same time; its key is the one in force (rotate again for a new one)')));
+        (await store.rotateAgentKey(row, now)) ??
+        (await unwritten(row, now, new AppError('conflict', 'another request replaced the agent key at the same time; its key is the one in force (rotate again for a new one)')));
       return { policyId: row.id, agentKey };
     },
   );
@@ -195,7 +198,7 @@ export const policyRoutes: FastifyPluginAsyncTypebox<AppDeps & { decisions: Deci
         tags: ['spend-policy'],
         summary: 'Replace the admin key (admin key); the old one stops working at once',
         description:
-          'For an admin key that leaked: the answer is the only place the new key is shown. Of two rotations at once, one answers the new key and the other 404, as the key it came with no longer exists; so does any request with the old key that was still under way. An administrator locked out (the key lost, or replaced by whoever took it) asks the operator (`paywarden policy admin-key`).',
+          'For an admin key that leaked: the answer is the only place the new key is shown. Of two rotations at once, one answers the new key and the other 404, as the key it came with no longer exists; so does any write (PUT, a rotation) with the old key that was still under way. An administrator locked out (the key lost, or replaced by whoever took it) asks the operator (`paywarden policy admin-key`).',
         security: adminSecurity,
         params: Params,
         response: { 200: AdminKeyResponse, ...problems(400, 401, 404, 410, 413, 415) },
@@ -203,8 +206,9 @@ export const policyRoutes: FastifyPluginAsyncTypebox<AppDeps & { decisions: Deci
     },
     async (request) => {
       const row = await adminPolicy(request.params.policyId, request.headers.authorization);
+      const now = deps.clock.now();
       // Unwritten only when the policy ended (410) or the admin key was replaced meanwhile (404).
-      const adminKey = (await store.rotateAdminKey(row, deps.clock.now())) ?? (await unwritten(row, new AppError('internal_error')));
+      const adminKey = (await store.rotateAdminKey(row, now)) ?? (await unwritten(row, now, new AppError('internal_error')));
       return { policyId: row.id, adminKey };
     },
   );
