@@ -179,14 +179,14 @@ function payToProblems(payTo: string): string[] {
  * front of them. The value is never quoted: a database URL may hold a password.
  */
 function urlProblem(name: string, value: string, base: boolean): string | undefined {
-  // viem (BASE_RPC_URLS) sends a URL's user name and password as basic auth; fetch refuses them.
   try {
     if (name === 'DATABASE_URL') {
       parsePgUrl(value);
       return undefined;
     }
     const url = new URL(value);
-    // fetch refuses such a URL, with an error that quotes it whole, password and all, into the log.
+    // A user name or password: viem (BASE_RPC_URLS) sends them as basic auth; fetch (the other
+    // URLs) refuses such a URL at every request, with an error that quotes it whole into the log.
     if (name === 'BASE_RPC_URLS' && (url.username || url.password) && !isBasicAuth(url)) {
       return `${name}: a user name and password must both be given, percent-encoded (viem sends them as basic auth)`;
     }
