@@ -3,7 +3,7 @@ import { resolve } from 'node:path';
 import { parseConfig } from './config.js';
 import { evidenceVerifyCommand, receiptVerifyCommand } from './features/evidence/verify-command.js';
 import { purgeExpired } from './features/maintenance.js';
-import { PolicyStore, toPolicy } from './features/spend-policy/policies.js';
+import { PolicyStore, toPolicy, type PolicyRow } from './features/spend-policy/policies.js';
 import { backupSqlite, openDatabase, sqliteFileOf, type Database } from './platform/db/database.js';
 import { NotCurrentSchema } from './platform/db/migrations.js';
 import { forgetGeneratedKey, withdrawReceiptKey } from './platform/receipts.js';
@@ -64,21 +64,15 @@ export async function run(argv: string[], out: Out = { log: console.log, error: 
       out.log(JSON.stringify({ ...toPolicy(row), purgedAt: row.purged_at }, null, 2));
       return 0;
     }
-    if (cmd === 'policy' && ((sub === 'direct-checks' && rest.length === 2 && (rest[1] === 'on' || rest[1] === 'off')) || (sub === 'admin-key' && rest.length === 1))) {
-      const store = new PolicyStore(await db());
-      const now = new Date();
-      const row = await store.get(rest[0]!);
-      if (!row) return fail(out, `no policy ${rest[0]}`);
-      // Its endpoints answer 410: the change would serve nobody.
-      if (row.purged_at || now.toISOString() >= row.access_expires_at) {
-        return fail(out, `policy ${rest[0]} is no longer accessible (pilot access ended ${row.access_expires_at}); nothing changed`);
-      }
-      if (sub === 'admin-key') {
-        const adminKey = await store.rotateAdminKey(row, now);
-        if (!adminKey) return fail(out, `the admin key of ${rest[0]} changed meanwhile (or its access ended just now); nothing changed, run it again`);
-        out.log(JSON.stringify({ policyId: row.id, adminKey }, null, 2));
-        return 0;
-      }
+    if (cmd === 'policy' && sub === 'admin-key' && rest.length === 1) {
+      const { store, row, now } = await livePolicy(await db(), rest[0]!);
+      const adminKey = await store.rotateAdminKey(row, now);
+      if (!adminKey) return fail(out, `the admin key of ${rest[0]} changed meanwhile (or its access ended just now); nothing changed, run it again`);
+      out.log(JSON.stringify({ policyId: row.id, adminKey }, null, 2));
+      return 0;
+    }
+    if (cmd === 'policy' && sub === 'direct-checks' && rest.length === 2 && (rest[1] === 'on' || rest[1] === 'off')) {
+      const { store, row, now } = await livePolicy(await db(), rest[0]!);
       // The policy was purged (or its access ended) since it was read: the write matched nothing.
       if (!(await store.setDirectChecks(row.id, rest[1] === 'on', now))) return fail(out, `policy ${rest[0]} is no longer accessible (purged or pilot access ended just now); nothing changed`);
       out.log(`direct checks ${rest[1]} for ${rest[0]}`);
@@ -118,6 +112,21 @@ export async function run(argv: string[], out: Out = { log: console.log, error: 
   } finally {
     await database?.close();
   }
+}
+
+/**
+ * A policy an operator command may change: one that exists and whose pilot access has not ended
+ * (its endpoints answer 410, so a change would serve nobody). Throws the message to print.
+ */
+async function livePolicy(database: Database, policyId: string): Promise<{ store: PolicyStore; row: PolicyRow; now: Date }> {
+  const store = new PolicyStore(database);
+  const now = new Date();
+  const row = await store.get(policyId);
+  if (!row) throw new Error(`no policy ${policyId}`);
+  if (row.purged_at || now.toISOString() >= row.access_expires_at) {
+    throw new Error(`policy ${policyId} is no longer accessible (pilot access ended ${row.access_expires_at}); nothing changed`);
+  }
+  return { store, row, now };
 }
 
 /**

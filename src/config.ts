@@ -187,10 +187,10 @@ function urlProblem(name: string, value: string, base: boolean): string | undefi
     const url = new URL(value);
     // A user name or password: viem (BASE_RPC_URLS) sends them as basic auth; fetch (the other
     // URLs) refuses such a URL at every request, with an error that quotes it whole into the log.
-    if (name === 'BASE_RPC_URLS' && (url.username || url.password) && !isBasicAuth(url)) {
-      return `${name}: a user name and password must both be given, percent-encoded (viem sends them as basic auth)`;
+    if (url.username || url.password) {
+      if (name !== 'BASE_RPC_URLS') return `${name}: must carry no user name or password (put an API key where its provider says: a header, the path)`;
+      if (!isBasicAuth(url)) return `${name}: a user name and password must both be given, percent-encoded (viem sends them as basic auth)`;
     }
-    if ((url.username || url.password) && name !== 'BASE_RPC_URLS') return `${name}: must carry no user name or password (put an API key where its provider says: a header, the path)`;
     // The raw text: an empty query (a bare ? or #) leaves URL.search and URL.hash empty.
     if (base && /[?#]/.test(value)) return `${name}: must have no query string or fragment (the service appends paths to it)`;
     return undefined;

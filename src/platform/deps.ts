@@ -44,12 +44,17 @@ function databaseSetting(config: Config): string {
  * what to do; undefined for any other failure.
  */
 export function lockedDatabase(err: unknown, config: Config, what = ''): ConfigError | undefined {
-  const codes: string[] = [];
-  for (let e = err as { code?: unknown; cause?: unknown } | undefined; e && codes.length < 5; e = e.cause as typeof e) codes.push(String(e.code ?? ''));
-  if (!codes.some((c) => c.startsWith('SQLITE_BUSY'))) return undefined;
+  if (!causedBy(err, (code) => code.startsWith('SQLITE_BUSY'))) return undefined;
   return new ConfigError(
     `${what}${databaseSetting(config)}: ${messageOf(err)}: another process holds its write lock (another paywarden on the same file, an open sqlite3 session); stop it, or give this instance its own DATABASE_URL`,
   );
+}
+
+/** Whether the error, or one of the errors it wraps (`cause`, a few deep), has a code that `matches`. */
+function causedBy(err: unknown, matches: (code: string) => boolean): boolean {
+  let e = err as { code?: unknown; cause?: unknown } | undefined;
+  for (let depth = 0; e && depth < 5; depth++, e = e.cause as typeof e) if (typeof e.code === 'string' && matches(e.code)) return true;
+  return false;
 }
 
 const messageOf = (err: unknown) => (err instanceof Error ? err.message : String(err));

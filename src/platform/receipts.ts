@@ -3,7 +3,7 @@ import type { Database } from './db/database.js';
 import { digestOf, sha256Hex } from './canonical.js';
 import { newId } from './ids.js';
 import { signingWorker } from './signing-worker.js';
-import { writeTransaction } from './db/tx.js';
+import { writeTransaction, type Tx } from './db/tx.js';
 
 export interface Receipt {
   receiptId: string;
@@ -50,20 +50,17 @@ export class ReceiptSigner {
   static async load(database: Database, configured?: string): Promise<ReceiptSigner> {
     if (!configured) {
       const signer = await ReceiptSigner.generated(database);
-      await signer.publish(database);
+      await signer.publish(database.db);
       return signer;
     }
     const signer = ReceiptSigner.fromPrivateKey(parsePrivateKey(configured));
     if (await isWithdrawn(database, signer.jwk.kid)) {
       throw new Error(`RECEIPT_SIGNING_KEY: key ${signer.jwk.kid} was withdrawn (paywarden receipt-key withdraw); configure a new one`);
     }
-    await signer.publish(database);
+    await signer.publish(database.db);
     // A key generated before RECEIPT_SIGNING_KEY was set signed receipts too: publish it as well.
-    const generated = await database.db.selectFrom('kv').select('value').where('key', '=', KV_KEY).executeTakeFirst();
-    if (generated) {
-      const earlier = ReceiptSigner.fromPrivateKey(createPrivateKey(generated.value));
-      if (!(await isWithdrawn(database, earlier.jwk.kid))) await earlier.publish(database);
-    }
+    const earlier = await generatedKey(database.db);
+    if (earlier && !(await isWithdrawn(database, earlier.signer.jwk.kid))) await earlier.signer.publish(database.db);
     return signer;
   }
 
@@ -74,8 +71,7 @@ export class ReceiptSigner {
    */
   private static async generated(database: Database): Promise<ReceiptSigner> {
     for (let attempt = 0; attempt < 3; attempt++) {
-      const existing = await database.db.selectFrom('kv').select('value').where('key', '=', KV_KEY).executeTakeFirst();
-      if (!existing) {
+      if (!(await generatedKey(database.db))) {
         const { privateKey } = generateKeyPairSync('ed25519');
         const pem = privateKey.export({ type: 'pkcs8', format: 'pem' }).toString();
         // Two instances starting together may both generate one: the first insert wins and both
@@ -86,11 +82,10 @@ export class ReceiptSigner {
           .onConflict((oc) => oc.column('key').doNothing())
           .execute();
       }
-      const row = await database.db.selectFrom('kv').select('value').where('key', '=', KV_KEY).executeTakeFirst();
-      if (!row) continue; // withdrawn (and deleted) since it was inserted
-      const signer = ReceiptSigner.fromPrivateKey(createPrivateKey(row.value));
-      if (!(await isWithdrawn(database, signer.jwk.kid))) return signer;
-      await database.db.deleteFrom('kv').where('key', '=', KV_KEY).where('value', '=', row.value).execute();
+      const kept = await generatedKey(database.db);
+      if (!kept) continue; // withdrawn (and deleted) since it was inserted
+      if (!(await isWithdrawn(database, kept.signer.jwk.kid))) return kept.signer;
+      await database.db.deleteFrom('kv').where('key', '=', KV_KEY).where('value', '=', kept.pem).execute();
     }
     throw new Error('the generated receipt signing key was withdrawn again and again while the service started; start it again');
   }
@@ -151,8 +146,8 @@ export class ReceiptSigner {
    * chains, whose hashed events cannot be signed again: once RECEIPT_SIGNING_KEY changes, the
    * JWKS must still hold the key that signed them, or no audit of those chains can pass.
    */
-  async publish(database: Database): Promise<void> {
-    await database.db
+  async publish(db: Tx): Promise<void> {
+    await db
       .insertInto('kv')
       .values({ key: `${PUBLISHED_PREFIX}${this.jwk.kid}`, value: JSON.stringify(this.jwk), created_at: new Date().toISOString() })
       .onConflict((oc) => oc.column('key').doNothing())
@@ -193,6 +188,12 @@ export class ReceiptSigner {
 const PUBLISHED_PREFIX = 'receipt_public_key:';
 const WITHDRAWN_PREFIX = 'receipt_withdrawn_key:';
 
+/** The key the service generated and keeps in the database, if any. */
+async function generatedKey(db: Tx): Promise<{ pem: string; signer: ReceiptSigner } | undefined> {
+  const row = await db.selectFrom('kv').select('value').where('key', '=', KV_KEY).executeTakeFirst();
+  return row && { pem: row.value, signer: ReceiptSigner.fromPrivateKey(createPrivateKey(row.value)) };
+}
+
 const isWithdrawn = async (database: Database, kid: string) =>
   (await database.db.selectFrom('kv').select('key').where('key', '=', `${WITHDRAWN_PREFIX}${kid}`).executeTakeFirst()) !== undefined;
 
@@ -204,18 +205,13 @@ const isWithdrawn = async (database: Database, kid: string) =>
  */
 export async function forgetGeneratedKey(database: Database): Promise<string | undefined> {
   return writeTransaction(database, async (trx) => {
-    const generated = await trx.selectFrom('kv').select('value').where('key', '=', KV_KEY).executeTakeFirst();
+    const generated = await generatedKey(trx);
     if (!generated) return undefined;
-    const { jwk } = ReceiptSigner.fromPrivateKey(createPrivateKey(generated.value));
     // Published before it goes: the receipts it signed must stay verifiable (the JWKS still
     // leaves it out if it was withdrawn).
-    await trx
-      .insertInto('kv')
-      .values({ key: `${PUBLISHED_PREFIX}${jwk.kid}`, value: JSON.stringify(jwk), created_at: new Date().toISOString() })
-      .onConflict((oc) => oc.column('key').doNothing())
-      .execute();
+    await generated.signer.publish(trx);
     await trx.deleteFrom('kv').where('key', '=', KV_KEY).execute();
-    return jwk.kid;
+    return generated.signer.jwk.kid;
   });
 }
 
@@ -234,8 +230,7 @@ export interface Withdrawal {
 export async function withdrawReceiptKey(database: Database, kid: string): Promise<Withdrawal | undefined> {
   return writeTransaction(database, async (trx) => {
     const published = await trx.selectFrom('kv').select('key').where('key', '=', `${PUBLISHED_PREFIX}${kid}`).executeTakeFirst();
-    const generated = await trx.selectFrom('kv').select('value').where('key', '=', KV_KEY).executeTakeFirst();
-    const generatedKeyDeleted = generated !== undefined && ReceiptSigner.fromPrivateKey(createPrivateKey(generated.value)).jwk.kid === kid;
+    const generatedKeyDeleted = (await generatedKey(trx))?.signer.jwk.kid === kid;
     if (!published && !generatedKeyDeleted) return undefined;
     await trx
       .insertInto('kv')
