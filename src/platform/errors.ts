@@ -45,6 +45,13 @@ export const ERROR_CODES = {
 
 export type ErrorCode = keyof typeof ERROR_CODES;
 
+/**
+ * Seconds a caller is told to wait (Retry-After, and `retryAfter` in the body) when the error
+ * itself does not say: a storage failure is usually over within seconds (a failover, a full disk
+ * cleared, a lock released), and a client without a hint retries at once or gives up.
+ */
+const DEFAULT_RETRY_AFTER: Partial<Record<ErrorCode, number>> = { storage_unavailable: 5 };
+
 export interface ProblemBody {
   type: string;
   title: string;
@@ -82,7 +89,8 @@ export class AppError extends Error {
     this.title = extra.title ?? ERROR_CODES[code].title;
     this.headers = extra.headers ?? {};
     if (extra.errors) this.errors = extra.errors;
-    if (extra.retryAfter !== undefined) this.retryAfter = extra.retryAfter;
+    const retryAfter = extra.retryAfter ?? DEFAULT_RETRY_AFTER[code];
+    if (retryAfter !== undefined) this.retryAfter = retryAfter;
   }
 }
 

@@ -71,8 +71,8 @@ type Document = { paths?: Record<string, Record<string, Operation | unknown>> };
  * failing: installErrorHandling, toAppError); and what holds for every response: each carries
  * x-request-id (installErrorHandling); every error is a problem body sent as
  * application/problem+json (sendProblem), where the generator writes application/json; a 402
- * or 412 always carries PAYMENT-REQUIRED, a 401 WWW-Authenticate, and a 503 for a shutdown
- * Retry-After.
+ * or 412 always carries PAYMENT-REQUIRED, a 401 WWW-Authenticate, and a 503 for a shutdown or
+ * a storage failure Retry-After.
  */
 function withWhatEveryResponseSays(doc: Document): Document {
   for (const operations of Object.values(doc.paths ?? {})) {
@@ -110,7 +110,7 @@ const STATUS_TEXT: Record<string, string> = { '200': 'OK', '201': 'Created', '20
 /** Every 401 (sendProblem). */
 const BEARER_CHALLENGE_HEADER: Header = { description: 'Bearer realm="paywarden": send the key as Authorization: Bearer <key>', required: true, schema: { type: 'string' } };
 /** A 503 shutting_down says when to retry (another instance may answer sooner); a storage failure does not. */
-const SHUTDOWN_RETRY_HEADER: Header = { description: 'Seconds to wait before retrying; sent with shutting_down', schema: { type: 'integer' } };
+const SHUTDOWN_RETRY_HEADER: Header = { description: 'Seconds to wait before retrying; sent with shutting_down and storage_unavailable', schema: { type: 'integer' } };
 
 const REQUEST_ID_HEADER: Header = {
   description: 'The id of this request, also in every problem body (requestId) and log line; quote it when reporting a problem',

@@ -45,7 +45,7 @@ export const Problem = Type.Object(
     detail: Type.Optional(Type.String()),
     requestId: Type.String(),
     errors: Type.Optional(Type.Array(Type.Object({ path: Type.String(), message: Type.String() }))),
-    retryAfter: Type.Optional(Type.Integer({ description: 'Seconds to wait (429 only; also in Retry-After)' })),
+    retryAfter: Type.Optional(Type.Integer({ description: 'Seconds to wait before retrying (429, and 503 shutting_down or storage_unavailable; also in Retry-After)' })),
   },
   { description: 'RFC 9457 problem body' },
 );

@@ -213,8 +213,10 @@ describe('503: storage unavailable', () => {
     await t.database.close();
     try {
       for (const call of [() => readChain(t, id, p.agentKey), () => createChainRaw(t, p.agentKey, intentBody(p.policyId)), () => readSummary(t, id, p.agentKey)]) {
-        const problem = expectProblem(await call(), 503, 'storage_unavailable');
+        const res = await call();
+        const problem = expectProblem(res, 503, 'storage_unavailable');
         expect(problem.detail).toBe('evidence storage is unavailable; nothing was recorded');
+        expect(res.headers['retry-after']).toBe('5');
       }
     } finally {
       await t.app.close();

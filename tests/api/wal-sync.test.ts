@@ -103,6 +103,9 @@ describe.skipIf(testDialect !== 'sqlite')('SQLite commits synced off the event l
     const failed = await decideRaw(t, p, { requestId: rid('eio'), amount: '1' });
     const body = expectProblem(failed, 503, 'storage_unavailable');
     expect(JSON.stringify(body)).not.toContain('/secret/path');
+    // The caller is told when to try again, in the header and the body.
+    expect(failed.headers['retry-after']).toBe('5');
+    expect(body.retryAfter).toBe(5);
 
     // Sticky: the kernel may have dropped the pages, so nothing later is acknowledged either.
     const laterId = rid('later');
