@@ -175,7 +175,7 @@ export const policyRoutes: FastifyPluginAsyncTypebox<AppDeps & { decisions: Deci
         tags: ['spend-policy'],
         summary: 'Replace the agent key (admin key); the old one stops working at once',
         description:
-          'Answers 409 when another request replaced the agent key after this one read the policy: the key that request answered is the one in force. Rotate again for a key of your own (which ends that one).',
+          'Answers 409 when another request replaced the agent key after this one read the policy: the key that request answered is the one in force. Rotate again for a key of your own (which ends that one). Decisions the old key asked for stay as they are: its pending HUMAN_APPROVAL requests can still be approved (or expire), so review the PENDING list before approving any.',
         security: adminSecurity,
         params: Params,
         response: { 200: AgentKeyResponse, ...problems(400, 401, 404, 409, 410, 413, 415) },
