@@ -72,6 +72,8 @@ const ExactEvmPayment = Type.Object({
   ),
 });
 type ExactEvmPayment = Static<typeof ExactEvmPayment>;
+/** A transaction hash as a settlement names it. */
+const TX_HASH = /^0x[0-9a-fA-F]{64}$/;
 const checkPayment = compileBodyValidator(ExactEvmPayment, 'PAYMENT-SIGNATURE');
 
 /**
@@ -356,7 +358,10 @@ export class PaymentGateway {
       const res = await this.http.processSettlement(payload, requirements, extensions);
       // Only the transaction: the payer is the authorization's, and PAYMENT-RESPONSE is built from
       // both (settlementHeaders), whatever else the facilitator says.
-      if (res.success) return { kind: 'settled', transaction: res.transaction };
+      // A success names its transaction: one without a transaction hash (the SDK accepts any
+      // string) cannot be recorded, shown in PAYMENT-RESPONSE or looked up, so it is uncertain,
+      // and the chain tells (a settled receipt naming no transaction never verified anything).
+      if (res.success) return TX_HASH.test(res.transaction ?? '') ? { kind: 'settled', transaction: res.transaction } : { kind: 'pending', reason: 'settled_without_transaction' };
       if (res.errorReason === 'settlement_pending') return { kind: 'pending', transaction: res.transaction || undefined, reason: res.errorReason };
       return { kind: 'failed', reason: res.errorReason ?? 'settlement failed', transaction: res.transaction || undefined };
     } catch (err) {
