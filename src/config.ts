@@ -20,6 +20,9 @@ const bool = (def: 'on' | 'off', description: string) =>
 /** A whole number from 1 to 10^digits - 1, written as plain digits; `wholeUpTo` names that limit for the error message. */
 const int = (def: number, description: string, digits = 9) =>
   Type.String({ default: String(def), pattern: `^[1-9][0-9]{0,${digits - 1}}$`, wholeUpTo: '9'.repeat(digits), description });
+/** The same from 0 (`wholeFrom` names the lower limit for the error message). */
+const intFromZero = (def: number, description: string, digits = 9) =>
+  Type.String({ default: String(def), pattern: `^(0|[1-9][0-9]{0,${digits - 1}})$`, wholeFrom: '0', wholeUpTo: '9'.repeat(digits), description });
 /**
  * Timeouts have at most 7 digits (under 10,000 s): the shutdown waits for two facilitator calls and
  * a chain read, and a wait beyond Node's timer limit (2^31 - 1 ms) would fire at once instead.
@@ -80,6 +83,7 @@ export const EnvSchema = Type.Object({
     7,
   ),
   RECOVERY_TTL_SECONDS: int(7 * 86400, 'How long a recovery order can restore its report'),
+  PAID_REPLAY_WINDOW_SECONDS: intFromZero(600, 'How long after a paid report was delivered its payment signature alone still brings it back', 5),
   MARKET_DEXSCREENER_URL: Type.String({
     default: 'https://api.dexscreener.com',
     pattern: '^https?://[^\\s]+$',
@@ -124,6 +128,7 @@ export interface Config {
   rpcTimeoutMs: number;
   rpcLogBlockRange: number;
   recoveryTtlSeconds: number;
+  paidReplayWindowSeconds: number;
   marketDexscreenerUrl: string;
   marketGeckoterminalUrl: string;
   marketTimeoutMs: number;
@@ -234,8 +239,8 @@ export function parseConfig(source: Record<string, string | undefined> = process
   const env = Value.Default(EnvSchema, raw) as Env;
   const problems = [...Value.Errors(EnvSchema, env)].map((e) => {
     const name = e.instancePath.replace(/^\//, '');
-    const max = (EnvSchema.properties as Record<string, { wholeUpTo?: string }>)[name]?.wholeUpTo;
-    return `${name}: ${max ? `must be a whole number from 1 to ${max}, got ${JSON.stringify(raw[name])}` : e.message}`;
+    const { wholeFrom = '1', wholeUpTo: max } = (EnvSchema.properties as Record<string, { wholeFrom?: string; wholeUpTo?: string }>)[name] ?? {};
+    return `${name}: ${max ? `must be a whole number from ${wholeFrom} to ${max}, got ${JSON.stringify(raw[name])}` : e.message}`;
   });
   const port = Number(env.PORT);
   if (!problems.length && (port < 1 || port > 65535)) problems.push('PORT: must be between 1 and 65535');
@@ -292,6 +297,7 @@ export function parseConfig(source: Record<string, string | undefined> = process
     rpcTimeoutMs: Number(env.RPC_TIMEOUT_MS),
     rpcLogBlockRange: Number(env.RPC_LOG_BLOCK_RANGE),
     recoveryTtlSeconds: Number(env.RECOVERY_TTL_SECONDS),
+    paidReplayWindowSeconds: Number(env.PAID_REPLAY_WINDOW_SECONDS),
     marketDexscreenerUrl: env.MARKET_DEXSCREENER_URL.replace(/\/+$/, ''),
     marketGeckoterminalUrl: env.MARKET_GECKOTERMINAL_URL.replace(/\/+$/, ''),
     marketTimeoutMs: Number(env.MARKET_TIMEOUT_MS),

@@ -25,6 +25,8 @@ const SEED = Number(process.env.PAID_MODEL_SEED ?? 402);
 const VERBOSE = process.env.PAID_MODEL_VERBOSE === '1';
 const DAY = 86_400_000;
 const TTL_MS = 7 * DAY; // DESIGN.md 3, Recovery: "recovery period 7 days by default"
+/** PAID_REPLAY_WINDOW_SECONDS (README): how long after a report was delivered its signature alone brings it back. */
+const REPLAY_WINDOW_MS = 600_000;
 
 // ------------------------------------------------------------------------------------------------
 // The stack
@@ -423,6 +425,11 @@ class Replay implements Cmd {
     }
     const name = `Replay(auth #${a.n} [${a.status}, ${KINDS[a.kind]!.name}] -> ${k.name}${o ? ` with order #${o.n}` : ''}, inst ${this.inst})`;
     r.trace.push(name);
+    // When an answer first carried the report this authorization bought, as the service recorded it
+    // (a report delivered through its order counts too); the replay is judged against that.
+    const deliveredAt = (
+      await A.t.database.db.selectFrom('paid_reports').select('delivered_at').where('auth_id', '=', `${r.payer.toLowerCase()}:${a.nonce}`).executeTakeFirst()
+    )?.delivered_at;
     const res = await call(`${stackOf(this.inst).url}${k.path}`, initFor(k, { 'payment-signature': a.sig, ...(o ? orderHeaders(o) : {}) }));
     await settleInflight();
     r.trace.push(`  -> ${res.status} ${res.status >= 400 ? res.body?.code : ''}`);
@@ -430,7 +437,12 @@ class Replay implements Cmd {
     if (o && expired(m, o)) return void (expectStatus(r, name, res, [410]), await checkInvariants(m, r, name));
     switch (a.status) {
       case 'landed':
-        if (target === a.kind) {
+        if (deliveredAt && m.now - Date.parse(deliveredAt) > REPLAY_WINDOW_MS) {
+          // README: past the replay window the signature alone (public on chain) brings nothing
+          // back, and the answer is the same whatever the input, telling nothing of what was bought.
+          expectStatus(r, `${name} (a bought authorization, delivered ${m.now - Date.parse(deliveredAt)} ms ago)`, res, [409]);
+          expect(res.body.detail, `${name}: the same answer whatever the input`).toMatch(/report it bought was delivered/);
+        } else if (target === a.kind) {
           // "Sending the same authorization again returns the same stored report without a second settlement".
           expectStatus(r, `${name} (a bought authorization, same input)`, res, [200]);
           const got = asDelivered(res.body);

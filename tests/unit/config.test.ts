@@ -131,6 +131,9 @@ describe('parseConfig', () => {
     ['APPROVAL_TTL_SECONDS', '1.5'],
     ['APPROVAL_TTL_SECONDS', '0'],
     ['RECOVERY_TTL_SECONDS', '0'],
+    ['PAID_REPLAY_WINDOW_SECONDS', '-1'],
+    ['PAID_REPLAY_WINDOW_SECONDS', '100000'],
+    ['PAID_REPLAY_WINDOW_SECONDS', '00'],
     ['FACILITATOR_TIMEOUT_MS', '0'],
     ['RPC_TIMEOUT_MS', '0'],
     ['MARKET_TIMEOUT_MS', '0'],
@@ -212,6 +215,11 @@ describe('parseConfig', () => {
     expect(configError({ RPC_LOG_BLOCK_RANGE: '99999999' }).message).toBe(
       'invalid configuration: RPC_LOG_BLOCK_RANGE: must be a whole number from 1 to 9999999, got "99999999"',
     );
+    expect(configError({ PAID_REPLAY_WINDOW_SECONDS: '1.5' }).message).toBe(
+      'invalid configuration: PAID_REPLAY_WINDOW_SECONDS: must be a whole number from 0 to 99999, got "1.5"',
+    );
+    expect(parseConfig({ PAID_REPLAY_WINDOW_SECONDS: '0' }).paidReplayWindowSeconds).toBe(0);
+    expect(parseConfig({}).paidReplayWindowSeconds).toBe(600);
   });
 
   it('names every bad variable at once', () => {

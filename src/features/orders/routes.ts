@@ -95,7 +95,10 @@ export const orderRoutes: FastifyPluginAsyncTypebox<AppDeps & { reports: PaidRep
       const row = await deps.reports.guardStorage(() => deps.reports.store.byId(reportId));
       if (!row) throw new AppError('not_found', 'unknown report or incorrect key');
       const d = await deps.reports.settlement.resume(row, request.body.txHash);
-      if (d.kind === 'report') return reply.status(200).send({ report: d.report, receipt: d.receipt as never });
+      if (d.kind === 'report') {
+        deps.reports.settlement.recordDelivery(reply.raw, d.reportId);
+        return reply.status(200).send({ report: d.report, receipt: d.receipt as never });
+      }
       if (d.kind === 'pending') {
         reply.header('retry-after', String(d.body.retryAfter));
         const { recoveryKey: _unused, ...body } = d.body;

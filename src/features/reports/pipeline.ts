@@ -91,7 +91,7 @@ export class PaidReports {
       schema: {
         tags: ['paid reports'],
         summary: `${def.summary} (x402: ${report.price} USDC)`,
-        description: `${def.description}\n\nCharged ${report.price} USDC per delivered report, INCOMPLETE or negative results included. Without PAYMENT-SIGNATURE the answer is 402 with PAYMENT-REQUIRED (nothing charged). Send Report-Id and Recovery-Key (from POST /api/orders) to be able to restore the report through POST /api/orders/recover. A source whose payments the facilitator refused ${this.deps.config.refusedPaymentLimit} times within an hour gets 429 with Retry-After for the rest of that hour, before any facilitator call (a report it already bought is still delivered).`,
+        description: `${def.description}\n\nCharged ${report.price} USDC per delivered report, INCOMPLETE or negative results included. Without PAYMENT-SIGNATURE the answer is 402 with PAYMENT-REQUIRED (nothing charged). The same PAYMENT-SIGNATURE again returns the stored report without a second charge (another input: 409) for ${this.deps.config.paidReplayWindowSeconds} s after an answer first carried it; past that it is 409 whatever the input (a settled payment's signature is public on chain). Send Report-Id and Recovery-Key (from POST /api/orders) to be able to restore the report through POST /api/orders/recover. A source whose payments the facilitator refused ${this.deps.config.refusedPaymentLimit} times within an hour gets 429 with Retry-After for the rest of that hour, before any facilitator call (a report it already bought is still delivered).`,
         security: [{ x402: [] }],
         headers: {
           type: 'object',
@@ -206,6 +206,7 @@ export class PaidReports {
       settled_at: null,
       // The first settle, sent right after the row is stored, holds the lease (claimSettle).
       settle_started_at: storedAt,
+      delivered_at: null,
     };
     const stored = await this.storeWithOrder(row, order, path, input, inputDigest, now);
     if (!stored.inserted) return this.resumePurchase(request, reply, await this.mustLoadByAuth(payment.authId), path, inputDigest, payment.digest);
@@ -253,6 +254,22 @@ export class PaidReports {
   }
 
   private checkSamePurchase(row: PaidReportRow, path: string, inputDigest: string, paymentDigest: string): void {
+    // A settled payment's signature is public: EIP-3009's transferWithAuthorization carries the
+    // whole authorization and its signature in calldata, and the rest of the x402 payload is the
+    // public challenge. Anyone can rebuild it from the chain and, with a guess of the input, would
+    // be handed a report someone else bought. So the signature alone brings a report back only
+    // while its purchase is in flight (a client's retry, an answer cut off) and for
+    // PAID_REPLAY_WINDOW_SECONDS after an answer carrying it was first written out in full (an
+    // answer lost on its way: the client retries at once). Past that, the same answer whatever
+    // the input, so that it tells an outsider nothing about what was bought. The order's
+    // Report-Id and Recovery-Key, never on chain, still restore the report.
+    const delivered = row.delivered_at === null ? undefined : Date.parse(row.delivered_at);
+    if (delivered !== undefined && this.deps.clock.now().getTime() - delivered > this.deps.config.paidReplayWindowSeconds * 1000) {
+      throw new AppError(
+        'payment_conflict',
+        'this payment authorization was already used, and the report it bought was delivered; a payment is never accepted again (restore a lost report with the Report-Id and Recovery-Key of its order: POST /api/orders/recover)',
+      );
+    }
     if (row.path !== path || row.input_digest !== inputDigest) {
       throw new AppError('payment_conflict', 'this payment authorization already bought a report for another input');
     }
@@ -317,7 +334,10 @@ export class PaidReports {
 
   private async deliver(request: FastifyRequest, reply: FastifyReply, d: Delivery): Promise<FastifyReply> {
     for (const [k, v] of Object.entries(d.headers)) reply.header(k, v);
-    if (d.kind === 'report') return reply.status(200).send({ ...d.report, receipt: d.receipt });
+    if (d.kind === 'report') {
+      this.settlement.recordDelivery(reply.raw, d.reportId);
+      return reply.status(200).send({ ...d.report, receipt: d.receipt });
+    }
     if (d.kind === 'pending') {
       reply.header('retry-after', String(d.body.retryAfter));
       return reply.status(202).send(d.body);

@@ -1,3 +1,4 @@
+import type { ServerResponse } from 'node:http';
 import type { AppDeps } from '../../app.js';
 import { digestOf } from '../../platform/canonical.js';
 import { AppError } from '../../platform/errors.js';
@@ -8,7 +9,7 @@ import type { PaymentDeps } from './pipeline.js';
 import { findSettlement, type LookupResult } from './settlement-lookup.js';
 
 export type Delivery =
-  | { kind: 'report'; report: Record<string, unknown>; receipt: unknown; headers: Record<string, string> }
+  | { kind: 'report'; reportId: string; report: Record<string, unknown>; receipt: unknown; headers: Record<string, string> }
   | { kind: 'pending'; body: { status: 'pending'; orderId: string; recoveryKey?: string; retryAfter: number; reason: string }; headers: Record<string, string> }
   | { kind: 'error'; error: AppError; headers: Record<string, string> };
 
@@ -33,6 +34,18 @@ export class SettlementService {
     private readonly store: PaidReportStore,
   ) {
     this.gateway = deps.gateway;
+  }
+
+  /**
+   * Records, once `res` (an answer carrying the report) has been written out in full, that the
+   * report was delivered: PAID_REPLAY_WINDOW_SECONDS later its payment signature alone no longer
+   * brings it back (see ReportPipeline.checkSamePurchase). An answer cut off before its end records
+   * nothing, and neither does a failed write: the signature then still works, as it did before.
+   */
+  recordDelivery(res: ServerResponse, reportId: string): void {
+    res.once('finish', () => {
+      this.store.markDelivered(reportId, this.deps.clock.now()).catch(() => {});
+    });
   }
 
   /** The first settlement of a freshly stored report. */
@@ -62,7 +75,7 @@ export class SettlementService {
    */
   async resume(row: PaidReportRow, txHash?: string): Promise<Delivery> {
     if (row.status === 'settled' && row.settle_tx) {
-      return { kind: 'report', report: JSON.parse(row.report), receipt: JSON.parse(row.receipt ?? 'null'), headers: this.gateway.settlementHeaders(row.settle_tx, row.payer) };
+      return { kind: 'report', reportId: row.id, report: JSON.parse(row.report), receipt: JSON.parse(row.receipt ?? 'null'), headers: this.gateway.settlementHeaders(row.settle_tx, row.payer) };
     }
     // A request that stored its report moments ago may still be settling it: leave it be. Only
     // that request records the settlement's state meanwhile; were a concurrent replay to mark the
@@ -163,9 +176,9 @@ export class SettlementService {
     }
     if (stored) {
       if (stored.status !== 'settled' || !stored.settle_tx) return this.pending(row, 'settled; the record could not be read back yet', transaction, recoveryKey);
-      return { kind: 'report', report: JSON.parse(stored.report), receipt: JSON.parse(stored.receipt ?? 'null'), headers: this.gateway.settlementHeaders(stored.settle_tx, stored.payer) };
+      return { kind: 'report', reportId: row.id, report: JSON.parse(stored.report), receipt: JSON.parse(stored.receipt ?? 'null'), headers: this.gateway.settlementHeaders(stored.settle_tx, stored.payer) };
     }
-    return { kind: 'report', report, receipt, headers: this.gateway.settlementHeaders(transaction, row.payer) };
+    return { kind: 'report', reportId: row.id, report, receipt, headers: this.gateway.settlementHeaders(transaction, row.payer) };
   }
 
   /**

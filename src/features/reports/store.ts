@@ -58,6 +58,11 @@ export class PaidReportStore {
     return Number(res.numUpdatedRows ?? 0n) === 1;
   }
 
+  /** Records the first complete delivery of the report (see PaidReportsTable.delivered_at). */
+  async markDelivered(id: string, now: Date): Promise<void> {
+    await this.database.db.updateTable('paid_reports').set({ delivered_at: now.toISOString() }).where('id', '=', id).where('delivered_at', 'is', null).execute();
+  }
+
   /** Gives the lease taken at `startedAt` back (the facilitator has answered: it runs nothing more). */
   async releaseSettle(id: string, startedAt: string): Promise<void> {
     await this.database.db.updateTable('paid_reports').set({ settle_started_at: null }).where('id', '=', id).where('settle_started_at', '=', startedAt).execute();

@@ -268,6 +268,13 @@ function migrations(dialect: Dialect): Record<string, Migration> {
         await db.schema.createIndex('orders_purge_due').ifNotExists().on('orders').column('expires_at').where(sql<boolean>`input_digest <> ''`).execute();
       },
     },
+    '0013_paid_report_delivered': {
+      async up(db: Kysely<any>) {
+        // When a paid report's answer was first written out in full (see markDelivered). Rows
+        // stored before have none: the next answer with one of them starts its replay window.
+        await addColumnIfMissing(db, dialect, 'paid_reports', 'delivered_at');
+      },
+    },
   };
 }
 

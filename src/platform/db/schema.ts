@@ -130,6 +130,11 @@ export interface PaidReportsTable {
   settled_at: string | null;
   /** when the last settle of this authorization was sent to the facilitator (a lease: see claimSettle) */
   settle_started_at: string | null;
+  /**
+   * when an answer carrying the report was first written out in full; PAID_REPLAY_WINDOW_SECONDS
+   * later the payment signature alone (public on chain once settled) no longer brings it back
+   */
+  delivered_at: string | null;
 }
 
 export interface OrdersTable {
