@@ -60,6 +60,15 @@ export function openApiOptions(config: Config): SwaggerOptions {
  */
 export const OPTIONAL_BODY = 'x-optional-body';
 
+/**
+ * preValidation of a route whose body is optional (with `[OPTIONAL_BODY]: true` in its schema): no
+ * body is validated as `{}`; a body that is there (JSON null included) must be the object the
+ * schema describes, unknown members refused.
+ */
+export const absentBodyIsEmpty = async (request: { body: unknown }): Promise<void> => {
+  if (request.body === undefined) request.body = {};
+};
+
 type Header = { description?: string; required?: boolean; schema: object };
 type Response = { description: string; headers?: Record<string, Header>; content?: Record<string, { schema?: object }> };
 type Operation = { responses?: Record<string, Response>; requestBody?: { required?: boolean }; [OPTIONAL_BODY]?: boolean };

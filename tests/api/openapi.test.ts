@@ -141,12 +141,13 @@ describe('GET /openapi.json', () => {
     expect(ops.filter(([m, , op]) => m !== 'get' && bodyStatuses(op).length < 2).map(([, name]) => name)).toEqual([]);
   });
 
-  it('marks the approval body optional, as a bare POST approves, and every other body required', () => {
+  it('marks the bodies of the approval and the key rotations optional, as a bare POST does, and every other body required', () => {
     const bodies = Object.entries(doc.paths as Record<string, Record<string, any>>).flatMap(([path, ops]) =>
       Object.entries(ops).flatMap(([method, op]) => (op?.requestBody ? [[`${method} ${path}`, op.requestBody.required, OPTIONAL_BODY in op]] : [])),
     );
-    expect(bodies).toContainEqual(['post /api/spendpolicy/decisions/{decisionId}/approve', false, false]);
-    expect(bodies.filter(([, required]) => required !== true).map(([op]) => op)).toEqual(['post /api/spendpolicy/decisions/{decisionId}/approve']);
+    const optional = ['post /api/spendpolicy/decisions/{decisionId}/approve', 'post /api/spendpolicy/policies/{policyId}/agent-key', 'post /api/spendpolicy/policies/{policyId}/admin-key'];
+    for (const op of optional) expect(bodies).toContainEqual([op, false, false]);
+    expect(bodies.filter(([, required]) => required !== true).map(([op]) => op).sort()).toEqual(optional.sort());
     expect(bodies.filter(([, , marked]) => marked)).toEqual([]);
   });
 

@@ -559,6 +559,29 @@ describe('POST /api/spendpolicy/policies/{policyId}/admin-key', () => {
   });
 });
 
+describe('key rotations take no parameters', () => {
+  const t = useSpendPolicyApp();
+
+  for (const kind of ['agent-key', 'admin-key'] as const) {
+    it(`${kind}: a body with anything in it is 400 and rotates nothing; no body or {} rotates`, async () => {
+      const p = await createPolicy(t);
+      const rotate = (payload: string | undefined) =>
+        t.app.inject({ method: 'POST', url: `/api/spendpolicy/policies/${p.policyId}/${kind}`, headers: { ...bearer(p.adminKey), ...(payload === undefined ? {} : { 'content-type': 'application/json' }) }, ...(payload === undefined ? {} : { payload }) });
+      for (const payload of ['{"reason":"leaked"}', 'null', '[]', '"x"']) {
+        const body = expectProblem(await rotate(payload), 400, 'invalid_request');
+        expect(body.detail, payload).toMatch(/^body/);
+      }
+      // Nothing was rotated: both keys still work.
+      expect((await getPolicy(t, p.policyId, bearer(p.adminKey))).statusCode).toBe(200);
+      expect((await decideRaw(t, p, { requestId: `rot-${kind}`, amount: '1' })).statusCode).toBe(200);
+      const empty = await rotate('{}');
+      expect(empty.statusCode).toBe(200);
+      if (kind === 'admin-key') p.adminKey = json(empty).adminKey;
+      expect((await rotate(undefined)).statusCode).toBe(200);
+    });
+  }
+});
+
 describe('free pilot creation limit', () => {
   const t = suiteFixture(() => createTestApp({ config: { rateLimits: true, policyCreateLimit: 3 } }));
 

@@ -2,7 +2,7 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';
 import type { AppDeps } from '../../app.js';
 import { problems } from '../../platform/schemas.js';
-import { OPTIONAL_BODY } from '../../platform/openapi.js';
+import { absentBodyIsEmpty, OPTIONAL_BODY } from '../../platform/openapi.js';
 import type { DecisionService } from './decisions.js';
 import { checkKey } from './policies.js';
 import { ApproveRequest, DecisionId, DecisionRequest, DecisionWithReceipt } from './protected-schemas.js';
@@ -51,11 +51,8 @@ export const decisionRoutes: FastifyPluginAsyncTypebox<AppDeps & { decisions: De
   app.post(
     '/api/spendpolicy/decisions/:decisionId/approve',
     {
-      // The body is optional: a bare POST approves without a note. A body that is there (JSON null
-      // included) must be the object the schema describes.
-      preValidation: async (request) => {
-        if (request.body === undefined) request.body = {};
-      },
+      // The body is optional: a bare POST approves without a note.
+      preValidation: absentBodyIsEmpty,
       schema: {
         tags: ['spend-policy'],
         summary: 'Approve a pending HUMAN_APPROVAL decision (admin key); spends the budget now',

@@ -3,6 +3,7 @@ import { Type } from 'typebox';
 import type { AppDeps } from '../../app.js';
 import { AppError } from '../../platform/errors.js';
 import { noStore } from '../../platform/http.js';
+import { absentBodyIsEmpty, OPTIONAL_BODY } from '../../platform/openapi.js';
 import { problems } from '../../platform/schemas.js';
 import type { DecisionService } from './decisions.js';
 import { authorizePolicy, checkKey, PolicyStore, toPolicy, type PolicyRow } from './policies.js';
@@ -13,6 +14,7 @@ import {
   CreatePolicyRequest,
   DecisionList,
   DecisionListQuery,
+  NoParameters,
   Policy,
   PolicyId,
   ReplacePolicyRequest,
@@ -171,6 +173,7 @@ export const policyRoutes: FastifyPluginAsyncTypebox<AppDeps & { decisions: Deci
     '/api/spendpolicy/policies/:policyId/agent-key',
     {
       onSend: noStore,
+      preValidation: absentBodyIsEmpty,
       schema: {
         tags: ['spend-policy'],
         summary: 'Replace the agent key (admin key); the old one stops working at once',
@@ -178,6 +181,8 @@ export const policyRoutes: FastifyPluginAsyncTypebox<AppDeps & { decisions: Deci
           'Answers 409 when another request replaced the agent key after this one read the policy: the key that request answered is the one in force. Rotate again for a key of your own (which ends that one). Decisions the old key asked for stay as they are: its pending HUMAN_APPROVAL requests can still be approved (or expire), so review the PENDING list before approving any.',
         security: adminSecurity,
         params: Params,
+        body: NoParameters,
+        [OPTIONAL_BODY]: true,
         response: { 200: AgentKeyResponse, ...problems(400, 401, 404, 409, 410, 413, 415) },
       },
     },
@@ -194,6 +199,7 @@ export const policyRoutes: FastifyPluginAsyncTypebox<AppDeps & { decisions: Deci
     '/api/spendpolicy/policies/:policyId/admin-key',
     {
       onSend: noStore,
+      preValidation: absentBodyIsEmpty,
       schema: {
         tags: ['spend-policy'],
         summary: 'Replace the admin key (admin key); the old one stops working at once',
@@ -201,6 +207,8 @@ export const policyRoutes: FastifyPluginAsyncTypebox<AppDeps & { decisions: Deci
           'For an admin key that leaked: the answer is the only place the new key is shown. Of two rotations at once, one answers the new key and the other 404, as the key it came with no longer exists; so does any write (PUT, a rotation) with the old key that was still under way. An administrator locked out (the key lost, or replaced by whoever took it) asks the operator (`paywarden policy admin-key`).',
         security: adminSecurity,
         params: Params,
+        body: NoParameters,
+        [OPTIONAL_BODY]: true,
         response: { 200: AdminKeyResponse, ...problems(400, 401, 404, 410, 413, 415) },
       },
     },

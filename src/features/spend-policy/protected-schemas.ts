@@ -113,6 +113,9 @@ export const Receipt = Type.Object({
 
 export const DecisionWithReceipt = Type.Object({ decision: Decision, receipt: Receipt });
 
+/** The body of a request that takes none: optional, and when sent, an empty object. */
+export const NoParameters = Type.Object({}, { additionalProperties: false, description: 'Optional: nothing to send (an empty object at most)' });
+
 export const ApproveRequest = Type.Object(
   { note: Type.Optional(Text({ maxLength: 500 })) },
   { additionalProperties: false },
