@@ -63,8 +63,8 @@ export function installValidators(app: FastifyInstance): void {
 }
 
 /**
- * A JSON body is read as UTF-8 without a content coding. A body labelled with another charset,
- * or compressed, would be read as something its sender did not write: 415, not a guess.
+ * A JSON body is read as UTF-8 without a content or transfer coding. A body labelled with another
+ * charset, or compressed, would be read as something its sender did not write: 415, not a guess.
  */
 function refusedEncoding(headers: FastifyRequest['headers']): AppError | undefined {
   const charset = /;\s*charset\s*=\s*"?([^";\s]*)/i.exec(headers['content-type'] ?? '')?.[1]?.toLowerCase();
@@ -73,6 +73,12 @@ function refusedEncoding(headers: FastifyRequest['headers']): AppError | undefin
   }
   const coding = headers['content-encoding']?.trim().toLowerCase();
   if (coding && coding !== 'identity') return new AppError('unsupported_media_type', 'send the body uncompressed: no Content-Encoding is accepted');
+  // Node's parser decodes the chunked coding and passes any other (`gzip, chunked`) through as
+  // if the body had none: a compressed body would then be read as malformed JSON.
+  const transfer = headers['transfer-encoding'];
+  if (transfer !== undefined && transfer.split(',').some((c) => c.trim().toLowerCase() !== 'chunked')) {
+    return new AppError('unsupported_media_type', 'send the body with no transfer coding but chunked (Transfer-Encoding: chunked)');
+  }
   return undefined;
 }
 
@@ -226,10 +232,22 @@ export function sendProblem(reply: FastifyReply, request: FastifyRequest, err: A
   return reply.status(err.status).type(PROBLEM_CONTENT_TYPE).send(problemBody(err, request.id));
 }
 
-function authorizationHeaders(raw: string[]): number {
-  let n = 0;
-  for (let i = 0; i < raw.length; i += 2) if (raw[i]!.length === 13 && raw[i]!.toLowerCase() === 'authorization') n++;
-  return n;
+/**
+ * Headers that hold one value, of which Node keeps the first and drops the others: which one
+ * counted would depend on their order (a key, the body's media type, the request's Host), and a
+ * proxy in front may have read another. The name of one sent more than once, or undefined.
+ */
+function repeatedSingleHeader(raw: string[]): string | undefined {
+  let seen = 0;
+  for (let i = 0; i < raw.length; i += 2) {
+    const name = raw[i]!;
+    // Cheap length checks first: most headers are none of these.
+    const bit = name.length === 13 ? (name.toLowerCase() === 'authorization' ? 1 : 0) : name.length === 12 ? (name.toLowerCase() === 'content-type' ? 2 : 0) : name.length === 4 ? (name.toLowerCase() === 'host' ? 4 : 0) : 0;
+    if (bit === 0) continue;
+    if (seen & bit) return bit === 1 ? 'Authorization' : bit === 2 ? 'Content-Type' : 'Host';
+    seen |= bit;
+  }
+  return undefined;
 }
 
 /** 5xx answers that say how this deployment is set up, not that something failed. */
@@ -273,10 +291,9 @@ export function installErrorHandling(app: FastifyInstance): void {
   // A callback hook: an async one costs a promise and a microtask on every request.
   app.addHook('onRequest', (request, reply, done) => {
     reply.header('x-request-id', request.id);
-    // Node keeps the first of several Authorization headers and drops the rest, so which key
-    // counted would depend on their order: two are refused instead.
-    if (request.headers.authorization !== undefined && authorizationHeaders(request.raw.rawHeaders) > 1) {
-      sendProblem(reply, request, new AppError('invalid_request', 'send one Authorization header, not several'));
+    const repeated = repeatedSingleHeader(request.raw.rawHeaders);
+    if (repeated !== undefined) {
+      sendProblem(reply, request, new AppError('invalid_request', `send one ${repeated} header, not several`));
       return;
     }
     // RFC 9112 §3.2: a server answers 400 to an HTTP/1.1 request without Host.

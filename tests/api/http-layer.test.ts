@@ -112,6 +112,27 @@ describe('errors below the routes', () => {
     expect(one.status).toBe(200);
   });
 
+  it.each([
+    ['Content-Type', 'content-type: application/json\r\ncontent-type: text/plain'],
+    ['Content-Type', 'content-type: text/plain\r\nContent-Type: application/json'],
+    ['Host', 'host: y'],
+  ])('two %s headers: 400 whichever comes first (Node would keep only the first)', async (name, extra) => {
+    const body = '{"name":"x"}';
+    const r = parse(await raw(port, `POST ${POLICIES} HTTP/1.1\r\nhost: x\r\n${extra.includes('content-type') || extra.includes('Content-Type') ? extra : `content-type: application/json\r\n${extra}`}\r\ncontent-length: ${body.length}\r\nconnection: close\r\n\r\n${body}`));
+    expect(r.status).toBe(400);
+    expect(r.body).toMatchObject({ code: 'invalid_request', detail: `send one ${name} header, not several` });
+  });
+
+  it.each(['gzip, chunked', 'foo, chunked'])('Transfer-Encoding: %s is a 415 (Node would read the body as if it had no such coding)', async (coding) => {
+    const body = JSON.stringify(createBody());
+    const chunked = `${body.length.toString(16)}\r\n${body}\r\n0\r\n\r\n`;
+    const send = (te: string) => raw(port, `POST ${POLICIES} HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ntransfer-encoding: ${te}\r\nconnection: close\r\n\r\n${chunked}`);
+    const r = parse(await send(coding));
+    expect(r.status).toBe(415);
+    expect(r.body).toMatchObject({ code: 'unsupported_media_type', detail: expect.stringContaining('Transfer-Encoding: chunked') });
+    expect(parse(await send('chunked')).status).toBe(201);
+  });
+
   it('the service goes on answering on other connections', async () => {
     const r = parse(await raw(port, 'GET /healthz HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n'));
     expect(r.status).toBe(200);
