@@ -741,7 +741,7 @@ const command = fc.oneof(
       .map(([a, v, w, i]) => new Replay(a, v, w, i)),
   },
   { weight: 2, arbitrary: fc.tuple(idx, fc.constantFrom<'plain' | 'ownTx' | 'otherTx' | 'wrongKey'>('plain', 'plain', 'ownTx', 'otherTx', 'otherTx', 'wrongKey'), inst).map(([o, md, i]) => new Recover(o, md, i)) },
-  { weight: 1, arbitrary: fc.constantFrom(TIMEOUT_MS + 31_000, TIMEOUT_MS + 31_000, 120_000, 3_600_000, TTL_MS - 60_000, TTL_MS).map((ms) => new Advance(ms)) },
+  { weight: 1, arbitrary: fc.constantFrom(2 * TIMEOUT_MS + 31_000, 2 * TIMEOUT_MS + 31_000, 120_000, 3_600_000, TTL_MS - 60_000, TTL_MS).map((ms) => new Advance(ms)) },
   { weight: 1, arbitrary: fc.constant(new ReleaseHeld()) },
   { weight: 1, arbitrary: kind.map((k) => new ConcurrentReplay(k)) },
   { weight: 1, arbitrary: idx.map((o) => new ConcurrentOrderBuy(o)) },

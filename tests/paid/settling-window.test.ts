@@ -1,6 +1,7 @@
 // While the request that stored a paid report is settling it, a replay of the same payment leaves
 // it be (202 "settlement in progress") instead of starting a second settle of the authorization.
-// That guard lasts facilitatorTimeoutMs + 30 s from when the report was stored, i.e. when its
+// That guard lasts 2 × facilitatorTimeoutMs + 30 s (a settle is up to two facilitator calls: the
+// SDK sends one more after settlement_pending) from when the report was stored, i.e. when its
 // settle starts: a slow verify or report before that must not use the window up, or a replay
 // arriving during the settle would race it.
 import { afterAll, beforeAll, expect, it } from 'vitest';
@@ -49,7 +50,7 @@ it('a replay during the settle of a slowly verified report does not start a seco
   try {
     // The request is in verify, which (like a slow report) takes longer than the whole window.
     await eventually(async () => seen.verify === 1, 'the verify to reach the facilitator');
-    s.t.clock.advance(TIMEOUT_MS + 31_000);
+    s.t.clock.advance(2 * TIMEOUT_MS + 31_000);
     releaseVerify();
     // The report is stored and its settle has started (and is held there).
     await eventually(async () => seen.settle === 1, 'the settle to reach the facilitator');
@@ -57,6 +58,12 @@ it('a replay during the settle of a slowly verified report does not start a seco
     const replay = await fetch(url, { headers: { 'payment-signature': sig } });
     expect(replay.status).toBe(202);
     expect(await replay.json()).toMatchObject({ status: 'pending', reason: 'settlement in progress' });
+    expect(seen.settle).toBe(1);
+    // Past one facilitator call and the margin, the settle may still be in its second call.
+    s.t.clock.advance(TIMEOUT_MS + 31_000);
+    const later = await fetch(url, { headers: { 'payment-signature': sig } });
+    expect(later.status).toBe(202);
+    expect(await later.json()).toMatchObject({ status: 'pending', reason: 'settlement in progress' });
     expect(seen.settle).toBe(1);
   } finally {
     releaseVerify();

@@ -200,7 +200,7 @@ export class PaidReports {
       from_block: fromBlock,
       order_id: order?.id ?? null,
       // When the report is stored, not when the request began: the settle starts now, and a
-      // replay leaves a row alone for facilitatorTimeoutMs + 30 s from this moment (resume),
+      // replay leaves a row alone for 2 × facilitatorTimeoutMs + 30 s from this moment (resume),
       // however long verify and produce took before it.
       created_at: storedAt,
       settled_at: null,

@@ -15,10 +15,11 @@ export type Delivery =
 
 const RETRY_AFTER_SECONDS = 5;
 /**
- * After a settle is sent, how long beyond FACILITATOR_TIMEOUT_MS no other settle of the same
- * authorization is: the facilitator may go on after our call has given up on it.
+ * After a settle is sent, how long no other settle of the same authorization is: the settle is up
+ * to two facilitator calls of up to FACILITATOR_TIMEOUT_MS each (the SDK sends one more after
+ * `settlement_pending`), and the facilitator may go on for a while after our call has given up.
  */
-const SETTLE_LEASE_MARGIN_MS = 30_000;
+const settleLeaseMs = (facilitatorTimeoutMs: number) => 2 * facilitatorTimeoutMs + 30_000;
 
 /**
  * Turns stored reports into delivered ones once their payment is settled, and never otherwise.
@@ -83,7 +84,7 @@ export class SettlementService {
     // the first settle (which may then revert and be reported as failed). created_at is when the
     // row was stored, right before that settle started (not when its request began).
     const now = this.deps.clock.now();
-    const settling = row.status === 'stored' && now.getTime() - new Date(row.created_at).getTime() < SETTLE_LEASE_MARGIN_MS + this.deps.config.facilitatorTimeoutMs;
+    const settling = row.status === 'stored' && now.getTime() - new Date(row.created_at).getTime() < settleLeaseMs(this.deps.config.facilitatorTimeoutMs);
 
     // The chain is consulted even for a failed settlement: a payment that did land is never
     // answered "nothing was charged" (and `txHash` can prove it). A failed one is never retried.
@@ -105,7 +106,7 @@ export class SettlementService {
     if (settling) return this.pending(row, 'settlement in progress', undefined, undefined, false);
     // One settle at a time, also once the row is pending: the last one sent may still be running
     // at the facilitator (our call timed out, theirs did not). Meanwhile replays only look on chain.
-    const claimed = await this.store.claimSettle(row.id, now, this.deps.config.facilitatorTimeoutMs + SETTLE_LEASE_MARGIN_MS).catch(() => false);
+    const claimed = await this.store.claimSettle(row.id, now, settleLeaseMs(this.deps.config.facilitatorTimeoutMs)).catch(() => false);
     if (!claimed) return this.pending(row, 'settlement in progress', undefined, undefined, false);
     const outcome = await this.settle(row, now.toISOString());
     if (outcome.kind === 'settled') return this.settledByFacilitator(row, outcome.transaction);
