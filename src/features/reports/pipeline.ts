@@ -129,9 +129,12 @@ export class PaidReports {
     const inputDigest = digestOf({ path, input });
     const order = await this.boundOrder(request, path, inputDigest, now);
     if (order?.report_id) {
-      // An order whose payment failed may be paid again; any other bound order delivers its report.
+      // A bound order delivers its report. One whose payment failed may be paid again, unless the
+      // chain now shows that payment after all (a refusal racing a transfer the payer submitted,
+      // read then from an RPC a block behind): resume looks before a second payment is taken.
       const bound = await this.mustLoad(order.report_id);
-      if (bound.status !== 'failed') return this.deliver(request, reply, await this.settlement.resume(bound));
+      const delivery = await this.settlement.resume(bound);
+      if (bound.status !== 'failed' || delivery.kind !== 'error') return this.deliver(request, reply, delivery);
     }
 
     const signature = header(request, 'payment-signature');
