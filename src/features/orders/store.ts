@@ -51,8 +51,9 @@ export class OrderStore {
 
   /**
    * Binds the order to the report its payment bought, only if it is still bound to what it was
-   * when read (`order.report_id`: null, or a report whose payment failed). False when another
-   * payment got there first: two payments must never be settled for one order.
+   * when read (`order.report_id`: null, or a report whose payment failed, and failed still: not
+   * found on chain by a recovery meanwhile). False when another payment got there first: two
+   * payments must never be settled for one order.
    *
    * The recovery period starts again at `now`: a payment made just before the order expired,
    * whose settlement is uncertain (202, "restore the report"), may land only after that, and its
@@ -67,7 +68,14 @@ export class OrderStore {
       .updateTable('orders')
       .set({ report_id: reportId, expires_at: renewed > order.expires_at ? renewed : order.expires_at })
       .where('id', '=', order.id)
-      .where('report_id', order.report_id === null ? 'is' : '=', order.report_id)
+      .where((eb) => {
+        const earlier = order.report_id;
+        if (earlier === null) return eb('report_id', 'is', null);
+        return eb.and([
+          eb('report_id', '=', earlier),
+          eb.exists(eb.selectFrom('paid_reports').select('paid_reports.id').where('paid_reports.id', '=', earlier).where('paid_reports.status', '=', 'failed')),
+        ]);
+      })
       .where('input_digest', '!=', '')
       .executeTakeFirst();
     if (Number(res.numUpdatedRows) === 1) return true;

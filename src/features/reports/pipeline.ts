@@ -128,16 +128,17 @@ export class PaidReports {
     def.check?.(input, 'body');
     const inputDigest = digestOf({ path, input });
     const order = await this.boundOrder(request, path, inputDigest, now);
+    const signature = header(request, 'payment-signature');
     if (order?.report_id) {
       // A bound order delivers its report. One whose payment failed may be paid again, unless the
       // chain now shows that payment after all (a refusal racing a transfer the payer submitted,
-      // read then from an RPC a block behind): resume looks before a second payment is taken.
+      // read then from an RPC a block behind): looked for before a second payment is taken.
       const bound = await this.mustLoad(order.report_id);
-      const delivery = await this.settlement.resume(bound);
-      if (bound.status !== 'failed' || delivery.kind !== 'error') return this.deliver(request, reply, delivery);
+      if (bound.status !== 'failed') return this.deliver(request, reply, await this.settlement.resume(bound));
+      const landed = signature ? await this.settlement.landedAfterRefusal(bound) : undefined;
+      if (landed) return this.deliver(request, reply, landed);
     }
 
-    const signature = header(request, 'payment-signature');
     if (!signature) {
       await this.storageReachable();
       return this.sendGate(def, await this.deps.gateway.gate(request), false);
@@ -263,14 +264,14 @@ export class PaidReports {
     // be handed a report someone else bought. So the signature alone brings a report back only
     // while its purchase is in flight (a client's retry, an answer cut off) and for
     // PAID_REPLAY_WINDOW_SECONDS after an answer carrying it was first written out in full (an
-    // answer lost on its way: the client retries at once). Past that, the same answer whatever
+    // answer lost on its way, retried). Past that, the same answer whatever
     // the input, so that it tells an outsider nothing about what was bought. The order's
     // Report-Id and Recovery-Key, never on chain, still restore the report.
     const delivered = row.delivered_at === null ? undefined : Date.parse(row.delivered_at);
     if (delivered !== undefined && this.deps.clock.now().getTime() - delivered > this.deps.config.paidReplayWindowSeconds * 1000) {
       throw new AppError(
         'payment_conflict',
-        'this payment authorization was already used, and the report it bought was delivered; a payment is never accepted again (restore a lost report with the Report-Id and Recovery-Key of its order: POST /api/orders/recover)',
+        'this payment authorization was already used, and the report it bought was delivered; a payment is never accepted again (a lost report is restored by POST /api/orders/recover with the Report-Id and Recovery-Key of an order made before paying, or given in a 202)',
       );
     }
     if (row.path !== path || row.input_digest !== inputDigest) {

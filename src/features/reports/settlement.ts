@@ -45,7 +45,8 @@ export class SettlementService {
    */
   recordDelivery(res: ServerResponse, reportId: string): void {
     res.once('finish', () => {
-      this.store.markDelivered(reportId, this.deps.clock.now()).catch(() => {});
+      // Not an error answer sent instead (a report that failed to serialize, say).
+      if (res.statusCode === 200) this.store.markDelivered(reportId, this.deps.clock.now()).catch(() => {});
     });
   }
 
@@ -112,6 +113,18 @@ export class SettlementService {
     if (outcome.kind === 'settled') return this.settledByFacilitator(row, outcome.transaction);
     const reason = facilitatorReason(outcome.reason);
     return this.pending(row, outcome.kind === 'pending' ? reason : `settlement not confirmed: ${reason}`, outcome.kind === 'pending' ? outcome.transaction : undefined);
+  }
+
+  /**
+   * A failed report's payment, looked for on chain once more before its order is paid again: the
+   * report's delivery (or 202 while too shallow) when the payment landed after all, undefined when
+   * it is not there. No second payment is taken on a guess: a chain that cannot be read is a 502.
+   */
+  async landedAfterRefusal(row: PaidReportRow): Promise<Delivery | undefined> {
+    const seen = await this.lookup(row);
+    if (seen.found) return this.settledOnChain(row, seen);
+    if ('unreadable' in seen) throw new AppError('upstream_unavailable', "the chain could not be read to check this order's earlier payment; nothing was charged");
+    return undefined;
   }
 
   /**
