@@ -83,7 +83,7 @@ export const EnvSchema = Type.Object({
     7,
   ),
   RECOVERY_TTL_SECONDS: int(7 * 86400, 'How long a recovery order can restore its report'),
-  PAID_REPLAY_WINDOW_SECONDS: intFromZero(600, 'How long after a paid report was delivered its payment signature alone still brings it back', 5),
+  PAID_REPLAY_WINDOW_SECONDS: intFromZero(3600, 'How long after a paid report was delivered its payment signature alone still brings it back', 5),
   MARKET_DEXSCREENER_URL: Type.String({
     default: 'https://api.dexscreener.com',
     pattern: '^https?://[^\\s]+$',

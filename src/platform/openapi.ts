@@ -118,7 +118,7 @@ const STATUS_TEXT: Record<string, string> = { '200': 'OK', '201': 'Created', '20
 
 /** Every 401 (sendProblem). */
 const BEARER_CHALLENGE_HEADER: Header = { description: 'Bearer realm="paywarden": send the key as Authorization: Bearer <key>', required: true, schema: { type: 'string' } };
-/** A 503 shutting_down says when to retry (another instance may answer sooner); a storage failure does not. */
+/** A 503 shutting_down or storage_unavailable says when to retry. */
 const SHUTDOWN_RETRY_HEADER: Header = { description: 'Seconds to wait before retrying; sent with shutting_down and storage_unavailable', schema: { type: 'integer' } };
 
 const REQUEST_ID_HEADER: Header = {

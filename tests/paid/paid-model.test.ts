@@ -26,7 +26,7 @@ const VERBOSE = process.env.PAID_MODEL_VERBOSE === '1';
 const DAY = 86_400_000;
 const TTL_MS = 7 * DAY; // DESIGN.md 3, Recovery: "recovery period 7 days by default"
 /** PAID_REPLAY_WINDOW_SECONDS (README): how long after a report was delivered its signature alone brings it back. */
-const REPLAY_WINDOW_MS = 600_000;
+const REPLAY_WINDOW_MS = 3_600_000;
 
 // ------------------------------------------------------------------------------------------------
 // The stack

@@ -10,7 +10,7 @@ import { baseDevnetChain, USDC_ADDRESS } from '../../src/devnet/index.js';
 import { ManualClock } from '../../src/platform/clock.js';
 import { eventually, paidRowOf, postJson, recoverOrder, recordingPayingFetch, startHttpProxy, startPaidStack, type PaidStack } from '../helpers/paid.js';
 
-const WINDOW_S = 600;
+const WINDOW_S = 3600;
 let s: PaidStack;
 let clock: ManualClock;
 beforeAll(async () => {

@@ -219,7 +219,7 @@ describe('parseConfig', () => {
       'invalid configuration: PAID_REPLAY_WINDOW_SECONDS: must be a whole number from 0 to 99999, got "1.5"',
     );
     expect(parseConfig({ PAID_REPLAY_WINDOW_SECONDS: '0' }).paidReplayWindowSeconds).toBe(0);
-    expect(parseConfig({}).paidReplayWindowSeconds).toBe(600);
+    expect(parseConfig({}).paidReplayWindowSeconds).toBe(3600);
   });
 
   it('names every bad variable at once', () => {

@@ -270,9 +270,11 @@ function migrations(dialect: Dialect): Record<string, Migration> {
     },
     '0013_paid_report_delivered': {
       async up(db: Kysely<any>) {
-        // When a paid report's answer was first written out in full (see markDelivered). Rows
-        // stored before have none: the next answer with one of them starts its replay window.
+        // When a paid report's answer was first written out in full (see markDelivered). A report
+        // settled before is taken as delivered when it settled: it was answered then (or its 202
+        // gave the order's key), and its signature, public since, must not bring it back for ever.
         await addColumnIfMissing(db, dialect, 'paid_reports', 'delivered_at');
+        await db.updateTable('paid_reports').set({ delivered_at: sql`settled_at` }).where('status', '=', 'settled').where('delivered_at', 'is', null).execute();
       },
     },
   };

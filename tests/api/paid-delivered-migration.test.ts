@@ -1,0 +1,32 @@
+import { sql } from 'kysely';
+import { expect, it } from 'vitest';
+import { migrateToLatest } from '../../src/platform/db/migrations.js';
+import { createTestApp } from '../helpers/app.js';
+import { suiteFixture } from '../helpers/suite.js';
+
+const t = suiteFixture(() => createTestApp());
+
+const row = (id: string, status: string, settledAt: string | null) => ({
+  id, path: '/api/quick-check', input_digest: 'sha256:x', input: '{}', report: '{}', receipt: null, price_micro: 1000n, network: 'eip155:8453',
+  pay_to: '0x5', payer: '0x1', auth_id: `0x1:${id}`, payment_digest: 'sha256:y', payment: '{}', status, settle_tx: settledAt ? `0x${'ab'.repeat(32)}` : null,
+  failure: null, from_block: 1n, order_id: null, created_at: '2026-01-01T00:00:00.000Z', settled_at: settledAt, settle_started_at: null, delivered_at: null,
+});
+
+// Migration 0013 records when a paid report was first delivered, which starts the window in which its
+// payment signature (public on chain once settled) still brings it back. Reports settled before
+// it were answered when they settled: without a value they would stay open to that signature for ever.
+it('migration 0013 takes a report settled before it as delivered when it settled; others as not delivered yet', async () => {
+  const settledAt = '2026-01-01T00:00:05.000Z';
+  await t.database.db.insertInto('paid_reports').values([row('rpt_settled', 'settled', settledAt), row('rpt_pending', 'pending', null), row('rpt_failed', 'failed', null)]).execute();
+  // As if the database had been made before 0013: no column, the migration not run.
+  await t.database.db.schema.alterTable('paid_reports').dropColumn('delivered_at').execute();
+  const table = sql.table(t.database.pgSchema ? `${t.database.pgSchema}.kysely_migration` : 'kysely_migration');
+  await sql`delete from ${table} where name >= '0013'`.execute(t.database.db);
+  await migrateToLatest(t.database.db, t.database.dialect, t.database.pgSchema);
+  const rows = await t.database.db.selectFrom('paid_reports').select(['id', 'delivered_at']).orderBy('id').execute();
+  expect(rows).toEqual([
+    { id: 'rpt_failed', delivered_at: null },
+    { id: 'rpt_pending', delivered_at: null },
+    { id: 'rpt_settled', delivered_at: settledAt },
+  ]);
+});
