@@ -40,7 +40,7 @@ export class SettlementService {
   /**
    * Records, once `res` (an answer carrying the report) has been written out in full, that the
    * report was delivered: PAID_REPLAY_WINDOW_SECONDS later its payment signature alone no longer
-   * brings it back (see ReportPipeline.checkSamePurchase). An answer cut off before its end records
+   * brings it back (see PaidReports.checkSamePurchase). An answer cut off before its end records
    * nothing, and neither does a failed write: the signature then still works, as it did before.
    */
   recordDelivery(res: ServerResponse, reportId: string): void {
