@@ -17,12 +17,18 @@ const bool = (def: 'on' | 'off', description: string) =>
  * anything off: it would expire every approval and order at once, time out every upstream call,
  * or count a transfer without confirmations (RATE_LIMITS and EVIDENCE_CHAINS switch things off).
  */
-/** A whole number from 1 to 10^digits - 1, written as plain digits; `wholeUpTo` names that limit for the error message. */
-const int = (def: number, description: string, digits = 9) =>
-  Type.String({ default: String(def), pattern: `^[1-9][0-9]{0,${digits - 1}}$`, wholeUpTo: '9'.repeat(digits), description });
-/** The same from 0 (`wholeFrom` names the lower limit for the error message). */
-const intFromZero = (def: number, description: string, digits = 9) =>
-  Type.String({ default: String(def), pattern: `^(0|[1-9][0-9]{0,${digits - 1}})$`, wholeFrom: '0', wholeUpTo: '9'.repeat(digits), description });
+/**
+ * A whole number from `from` (1, or 0) to 10^digits - 1, written as plain digits; `wholeFrom` and
+ * `wholeUpTo` name the limits for the error message.
+ */
+const int = (def: number, description: string, digits = 9, from: 0 | 1 = 1) =>
+  Type.String({
+    default: String(def),
+    pattern: `^(${from === 0 ? '0|' : ''}[1-9][0-9]{0,${digits - 1}})$`,
+    wholeFrom: String(from),
+    wholeUpTo: '9'.repeat(digits),
+    description,
+  });
 /**
  * Timeouts have at most 7 digits (under 10,000 s): the shutdown waits for two facilitator calls and
  * a chain read, and a wait beyond Node's timer limit (2^31 - 1 ms) would fire at once instead.
@@ -83,7 +89,7 @@ export const EnvSchema = Type.Object({
     7,
   ),
   RECOVERY_TTL_SECONDS: int(7 * 86400, 'How long a recovery order can restore its report'),
-  PAID_REPLAY_WINDOW_SECONDS: intFromZero(3600, 'How long after a paid report was delivered its payment signature alone still brings it back', 5),
+  PAID_REPLAY_WINDOW_SECONDS: int(3600, 'How long after a paid report was delivered its payment signature alone still brings it back', 5, 0),
   MARKET_DEXSCREENER_URL: Type.String({
     default: 'https://api.dexscreener.com',
     pattern: '^https?://[^\\s]+$',
@@ -239,7 +245,7 @@ export function parseConfig(source: Record<string, string | undefined> = process
   const env = Value.Default(EnvSchema, raw) as Env;
   const problems = [...Value.Errors(EnvSchema, env)].map((e) => {
     const name = e.instancePath.replace(/^\//, '');
-    const { wholeFrom = '1', wholeUpTo: max } = (EnvSchema.properties as Record<string, { wholeFrom?: string; wholeUpTo?: string }>)[name] ?? {};
+    const { wholeFrom, wholeUpTo: max } = (EnvSchema.properties as Record<string, { wholeFrom?: string; wholeUpTo?: string }>)[name] ?? {};
     return `${name}: ${max ? `must be a whole number from ${wholeFrom} to ${max}, got ${JSON.stringify(raw[name])}` : e.message}`;
   });
   const port = Number(env.PORT);

@@ -272,14 +272,14 @@ export async function startHttpProxy(target: string, initial?: ProxyRule): Promi
  * `invalid_exact_evm_transaction_failed` (an uncertain outcome), and the test releases each held
  * settle to the real facilitator when it wants the transfer to land (`held[i]()`).
  */
-export async function startHoldingStack(base: PaidStack, config: Partial<Config> = {}) {
+export async function startHoldingStack(base: PaidStack, config: Partial<Config> = {}, clock?: TestAppOptions['clock']) {
   const held: Array<() => Promise<ProxiedResponse>> = [];
   const proxy = await startHttpProxy(base.devnet.facilitatorUrl, async (req, forward) => {
     if (req.url !== '/settle') return forward();
     held.push(forward);
     return { status: 200, body: JSON.stringify({ success: false, errorReason: 'invalid_exact_evm_transaction_failed', transaction: '', network: 'eip155:8453' }) };
   });
-  const stack = await startPaidStack({ devnet: base.devnet, database: base.t.database, config: { facilitatorUrl: proxy.url, ...config } });
+  const stack = await startPaidStack({ devnet: base.devnet, database: base.t.database, ...(clock ? { clock } : {}), config: { facilitatorUrl: proxy.url, ...config } });
   return {
     stack,
     held,

@@ -8,7 +8,7 @@ import { decodePaymentRequiredHeader, encodePaymentSignatureHeader } from '@x402
 import { createPublicClient, decodeFunctionData, getAddress, http, parseAbi, parseAbiItem, serializeSignature, type Hex } from 'viem';
 import { baseDevnetChain, USDC_ADDRESS } from '../../src/devnet/index.js';
 import { ManualClock } from '../../src/platform/clock.js';
-import { eventually, paidRowOf, postJson, recoverOrder, recordingPayingFetch, startHttpProxy, startPaidStack, type PaidStack } from '../helpers/paid.js';
+import { eventually, paidRowOf, postJson, recoverOrder, recordingPayingFetch, startHoldingStack, startPaidStack, type PaidStack } from '../helpers/paid.js';
 
 const WINDOW_S = 3600;
 let s: PaidStack;
@@ -137,27 +137,19 @@ describe('a settled purchase replayed from public data', () => {
 
   it('the window starts when the report is first delivered, not when it was bought: a pending purchase is released to its signature later', async () => {
     // A facilitator that holds the settle and says "transaction failed" (uncertain): 202 pending.
-    const proxy = await startHttpProxy(s.devnet.facilitatorUrl);
-    const held: Array<() => Promise<unknown>> = [];
-    proxy.setRule(async (req, forward) => {
-      if (req.url !== '/settle') return forward();
-      held.push(forward);
-      return { status: 200, body: JSON.stringify({ success: false, errorReason: 'invalid_exact_evm_transaction_failed', transaction: '', network: 'eip155:8453' }) };
-    });
-    const h = await startPaidStack({ devnet: s.devnet, database: s.t.database, clock, config: { facilitatorUrl: proxy.url } });
+    const hold = await startHoldingStack(s, {}, clock);
     try {
-      const { fetch: pay, signatures } = recordingPayingFetch(h, 4);
-      const pending = await pay(`${h.url}/api/quick-check`);
+      const { fetch: pay, signatures } = recordingPayingFetch(hold.stack, 4);
+      const pending = await pay(`${hold.stack.url}/api/quick-check`);
       expect(pending.status).toBe(202);
       await pending.body?.cancel();
       clock.advance((WINDOW_S + 1) * 1000);
-      await held[0]!(); // the transfer lands now
+      await hold.held[0]!(); // the transfer lands now
       const res = await fetch(`${s.url}/api/quick-check`, { headers: { 'payment-signature': signatures[0]! } });
       expect(res.status).toBe(200);
       await delivered(signatures[0]!);
     } finally {
-      await h.close();
-      await proxy.close();
+      await hold.close();
     }
   });
 });
