@@ -6,7 +6,7 @@ import type { Config } from './config.js';
 import type { Clock } from './platform/clock.js';
 import type { Database } from './platform/db/database.js';
 import { installCors } from './platform/cors.js';
-import { BODY_LIMIT, clientError, frameworkError, refuseConnect, genReqId, HTTP_OPTIONS, installErrorHandling, installValidators } from './platform/http.js';
+import { BODY_LIMIT, clientError, frameworkError, refuseConnect, refuseExpectation, genReqId, HTTP_OPTIONS, installErrorHandling, installValidators } from './platform/http.js';
 import { openApiOptions } from './platform/openapi.js';
 import { redactKeys } from './platform/errors.js';
 import type { RateLimiter } from './platform/rate-limit.js';
@@ -110,6 +110,7 @@ export async function buildApp(deps: AppDeps): Promise<App> {
   }).withTypeProvider<TypeBoxTypeProvider>();
 
   app.server.on('connect', refuseConnect.bind(app));
+  app.server.on('checkExpectation', refuseExpectation.bind(app));
   installValidators(app);
   installErrorHandling(app);
   installCors(app);

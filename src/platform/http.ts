@@ -355,6 +355,21 @@ export function refuseConnect(this: FastifyInstance, _request: unknown, socket: 
   lastAnswer(socket as HttpSocket, err, genReqId());
 }
 
+/**
+ * An `Expect` other than 100-continue: no expectation of this service can be met. Node answers a
+ * bare 417 unless someone listens; this answers it with a problem body like every other error.
+ * The request runs no route; what body it sends is read and discarded.
+ */
+export function refuseExpectation(this: FastifyInstance, request: IncomingMessage, response: ServerResponse): void {
+  const requestId = genReqId();
+  const err = new AppError('expectation_failed', 'the only expectation this service meets is "Expect: 100-continue"');
+  this.log.info({ reqId: requestId, code: err.code }, err.message);
+  const body = JSON.stringify(problemBody(err, requestId));
+  response.writeHead(err.status, { 'content-type': PROBLEM_CONTENT_TYPE, 'content-length': Buffer.byteLength(body), 'x-request-id': requestId });
+  response.end(body);
+  request.resume();
+}
+
 /** A connection as Node's HTTP server keeps it: the answer under way on it, if any. */
 type HttpSocket = Duplex & {
   _httpMessage?: (ServerResponse & { req?: IncomingMessage }) | null;

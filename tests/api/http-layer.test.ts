@@ -68,6 +68,19 @@ describe('errors below the routes', () => {
     expect(await raw(port, 'GET /healthz HTTP/1.0\r\n\r\n')).toMatch(/^HTTP\/1\.1 200 /);
   });
 
+  it('an Expect other than 100-continue: 417 expectation_failed with a problem body, nothing run, the connection still usable', async () => {
+    const body = JSON.stringify(createBody());
+    const answer = await raw(
+      port,
+      `POST ${POLICIES} HTTP/1.1\r\nhost: x\r\nexpect: 200-ok\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\n\r\n${body}` +
+        'GET /healthz HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n',
+    );
+    const [first, second] = answer.split(/(?=HTTP\/1\.1 )/);
+    expectRawProblem(first!, 417, 'expectation_failed');
+    expect(second).toMatch(/^HTTP\/1\.1 200 /);
+    expect(answer).not.toContain('adminKey');
+  });
+
   it('headers over 16 KiB: 431 headers_too_large', async () => {
     expectRawProblem(await raw(port, `GET /api/services HTTP/1.1\r\nhost: x\r\nx-big: ${'a'.repeat(20_000)}\r\n\r\n`), 431, 'headers_too_large');
   });
