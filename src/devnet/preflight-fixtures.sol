@@ -100,6 +100,14 @@ contract Delegator {
         return out;
     }
 
+    /// A smart account's own call (an EIP-7702 account calling itself): what it calls is opaque to a calldata decoder.
+    function execute(address target, uint256 value, bytes calldata data) external payable returns (bytes memory) {
+        require(msg.sender == address(this), "only the account itself");
+        (bool ok, bytes memory out) = target.call{value: value}(data);
+        require(ok, "call failed");
+        return out;
+    }
+
     receive() external payable {}
 }
 

@@ -55,6 +55,7 @@ export function evidence(s: Setup = {}): PreflightEvidence {
     tx,
     senderProvided: s.senderProvided ?? true,
     decoded: s.decoded ?? decodeCalldata(tx.to, tx.data, tx.from),
+    logApprovals: s.logApprovals ?? [],
     accounts: s.accounts ?? ACCOUNTS,
     tokens: s.tokens ?? TOKENS,
     simulation: { ran: true, success: true, revert: null, valueRejected: null, unavailable: null, ...s.simulation },

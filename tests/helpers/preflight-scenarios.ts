@@ -125,6 +125,10 @@ const CASES: Record<string, (t: T) => Case> = {
     input: { ...t.tx(t.delegated, t.sweep(t.f.collector)), from: t.delegated },
     ...warn('delegated_destination', 'delegatecall_in_trace'),
   }),
+  'unlimited approve to an EOA inside a smart account call (seen in the logs only)': (t) => ({
+    input: { ...t.tx(t.delegated, enc('execute', [USDC, 0n, enc('approve', [t.spender, maxUint256])], t.f.compiled.Delegator.abi)), from: t.delegated },
+    ...warn('delegated_destination', 'approval_unlimited', 'approval_to_eoa'),
+  }),
   'delegatecall into library code': (t) => ({ input: t.tx(t.f.delegator, t.sweep(t.recipient)), ...warn('delegatecall_in_trace') }),
   'USDC pulled by an airdrop drainer': (t) => ({ input: t.tx(t.f.drainer, enc('claimAirdrop', [USDC, 100_000_000n], t.f.compiled.Drainer.abi)), ...warn('usdc_outflow_without_return') }),
   'swap with the output sent elsewhere': (t) => ({ input: t.tx(t.f.router, t.swap(t.recipient)), ...warn('usdc_outflow_without_return') }),

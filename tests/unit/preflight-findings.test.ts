@@ -1,6 +1,8 @@
 import { describe, expect, it } from 'vitest';
-import { encodeFunctionData, maxUint160, maxUint256, parseAbi, type Hex } from 'viem';
-import { findingsOf, kindOf } from '../../src/features/preflight/findings.js';
+import { encodeFunctionData, maxUint160, maxUint256, parseAbi, type Address, type Hex } from 'viem';
+import { approvalsOf } from '../../src/features/preflight/assets.js';
+import { decodeCalldata } from '../../src/features/preflight/calldata.js';
+import { findingsOf, kindOf, undecodedApprovals } from '../../src/features/preflight/findings.js';
 import { DEAD_ADDRESS, PERMIT2_ADDRESS, USDC, ZERO_ADDRESS } from '../../src/features/preflight/known.js';
 import { decodeRevert, type DecodedRevert } from '../../src/features/preflight/revert.js';
 import { verdictOf } from '../../src/features/preflight/verdict.js';
@@ -167,5 +169,52 @@ describe('approvals', () => {
   it('an ERC-721 approve(to, tokenId) is not an allowance amount', () => {
     expect(run({ to: NFT, data: enc('approve', [CONTRACT, maxUint256]) })).toEqual([]);
     expect(run({ to: NFT, data: enc('approve', [EOA, 5n]) })).toEqual(['warn:approval_to_eoa']);
+  });
+});
+
+/**
+ * Approvals granted inside a call the decoder cannot read (a smart wallet's execute, a batch):
+ * the simulation's logs show them, and they are judged like decoded ones.
+ */
+describe('approvals seen only in the simulation logs', () => {
+  const word = (v: bigint) => `0x${v.toString(16).padStart(64, '0')}` as Hex;
+  const topic = (a: string) => `0x${a.slice(2).toLowerCase().padStart(64, '0')}` as Hex;
+  const APPROVAL = '0x8c5be1e5ebec7d5bd14f71427d1e84f3dd0314c0f7b2291e5b200ac8c7c3b925' as Hex;
+  const FOR_ALL = '0x17307eab39ab6107e8899845ad3d59bd9653f200f220920489ca2b5937696c31' as Hex;
+  const P2_APPROVAL = '0xda9fa7c1b00402c17d0161b249b1ab8bbec047c5a52207b9c112deffd817036b' as Hex;
+  const approvalLog = (token: Address, owner: Address, spender: Address, amount: bigint) => ({ address: token, topics: [APPROVAL, topic(owner), topic(spender)], data: word(amount) });
+  const WALLET_CALL = '0xb61d27f6' as Hex; // execute(address,uint256,bytes): not decoded
+
+  it('approvalsOf reads ERC-20 Approval, ApprovalForAll and Permit2 Approval of the sender only', () => {
+    const logs = [
+      approvalLog(USDC, SENDER, EOA, maxUint256),
+      approvalLog(USDC, EOA, CONTRACT, maxUint256), // someone else's allowance
+      { address: NFT, topics: [FOR_ALL, topic(SENDER), topic(EOA)], data: word(1n) },
+      { address: PERMIT2_ADDRESS, topics: [P2_APPROVAL, topic(SENDER), topic(TOKEN), topic(CONTRACT)], data: `${word(maxUint160)}${word(1n).slice(2)}` as Hex },
+      { address: TOKEN, topics: [APPROVAL, topic(SENDER), topic(EOA), word(7n)], data: '0x' as Hex }, // ERC-721 Approval(tokenId): no allowance
+    ];
+    expect(approvalsOf(logs, SENDER)).toEqual([
+      { kind: 'approve', path: 'log:0', token: USDC, owner: SENDER, spender: EOA, amount: maxUint256, via: 'log:Approval', deadline: null },
+      { kind: 'approve-all', path: 'log:2', token: NFT, owner: SENDER, operator: EOA, approved: true, via: 'log:ApprovalForAll' },
+      { kind: 'approve', path: 'log:3', token: TOKEN, owner: SENDER, spender: CONTRACT, amount: maxUint160, via: 'log:permit2.approve', deadline: null },
+    ]);
+  });
+
+  it('an unlimited allowance to an EOA granted through an undecoded call: approval_unlimited and approval_to_eoa', () => {
+    const logApprovals = approvalsOf([approvalLog(USDC, SENDER, EOA, maxUint256)], SENDER);
+    expect(run({ to: CONTRACT, data: WALLET_CALL, logApprovals })).toEqual(['warn:approval_unlimited', 'warn:approval_to_eoa']);
+    expect(verdictOf(findingsOf(evidence({ to: CONTRACT, data: WALLET_CALL, logApprovals }), NOW), evidence({ to: CONTRACT, data: WALLET_CALL, logApprovals })).decision).toBe('WARN');
+    const all = approvalsOf([{ address: NFT, topics: [FOR_ALL, topic(SENDER), topic(EOA)], data: word(1n) }], SENDER);
+    expect(run({ to: CONTRACT, data: WALLET_CALL, logApprovals: all })).toEqual(['warn:approval_to_eoa', 'info:approval_for_all']);
+  });
+
+  it('a decoded approve and its own Approval log are judged once', () => {
+    const data = enc('approve', [EOA, maxUint256]);
+    const decoded = decodeCalldata(USDC, data, SENDER);
+    const logApprovals = undecodedApprovals(approvalsOf([approvalLog(USDC, SENDER, EOA, maxUint256)], SENDER), decoded);
+    expect(logApprovals).toEqual([]);
+    expect(run({ data, logApprovals })).toEqual(['warn:approval_unlimited', 'warn:approval_to_eoa']);
+    // Another spender in the logs than in the calldata is a second approval.
+    expect(undecodedApprovals(approvalsOf([approvalLog(USDC, SENDER, CONTRACT, 5n)], SENDER), decoded)).toHaveLength(1);
   });
 });

@@ -1,7 +1,8 @@
 import { decodeEventLog, formatUnits, getAddress, parseAbi, size, type Address, type Hex } from 'viem';
 import { tokenDecimals } from '../../platform/token-metadata.js';
-import { NATIVE_TOKEN, WETH_ADDRESS, ZERO_ADDRESS, same, type TokenMeta } from './known.js';
+import { NATIVE_TOKEN, PERMIT2_ADDRESS, WETH_ADDRESS, ZERO_ADDRESS, same, type TokenMeta } from './known.js';
 import { plain } from './plain.js';
+import type { TokenAction } from './calldata.js';
 import { topicAddress, type NativeTransfer, type RawLog } from './simulate.js';
 
 /**
@@ -37,6 +38,40 @@ export function movementsOf(logs: RawLog[], native: NativeTransfer[]): AssetMove
       out.push({ standard: 'erc20', token: l.address, from, to, amount: BigInt(l.data), tokenId: null });
     }
   }
+  return out;
+}
+
+const APPROVAL = '0x8c5be1e5ebec7d5bd14f71427d1e84f3dd0314c0f7b2291e5b200ac8c7c3b925';
+const APPROVAL_FOR_ALL = '0x17307eab39ab6107e8899845ad3d59bd9653f200f220920489ca2b5937696c31';
+/** Permit2's Approval(owner, token, spender, uint160 amount, uint48 expiration) and Permit(…, uint48 nonce). */
+const PERMIT2_APPROVAL = '0xda9fa7c1b00402c17d0161b249b1ab8bbec047c5a52207b9c112deffd817036b';
+const PERMIT2_PERMIT = '0xc6a377bfc4eb120024a8ac08eef205be16b817020812c73223e81d1bdb9708ec';
+
+/**
+ * Allowances the simulated transaction grants on the sender's assets, read from its logs: what
+ * the calldata decoder cannot see when the approval runs inside a call it cannot decode (a smart
+ * wallet's execute, a 7702 batch, a router). ERC-20 `Approval` (3 topics, one value word),
+ * `ApprovalForAll`, and Permit2's `Approval` and `Permit` (the token in a topic). Path `log:<i>`.
+ */
+export function approvalsOf(logs: RawLog[], sender: Address): TokenAction[] {
+  const out: TokenAction[] = [];
+  logs.forEach((l, i) => {
+    const t0 = l.topics[0]?.toLowerCase();
+    const path = `log:${i}`;
+    if ((t0 === APPROVAL || t0 === APPROVAL_FOR_ALL) && l.topics.length === 3 && size(l.data) === 32) {
+      const owner = topicAddress(l.topics[1]!);
+      if (!same(owner, sender)) return;
+      const who = topicAddress(l.topics[2]!);
+      const word = BigInt(l.data);
+      if (t0 === APPROVAL) out.push({ kind: 'approve', path, token: getAddress(l.address), owner, spender: who, amount: word, via: 'log:Approval', deadline: null });
+      else out.push({ kind: 'approve-all', path, token: getAddress(l.address), owner, operator: who, approved: word !== 0n, via: 'log:ApprovalForAll' });
+    } else if (same(l.address, PERMIT2_ADDRESS) && (t0 === PERMIT2_APPROVAL || t0 === PERMIT2_PERMIT) && l.topics.length === 4 && size(l.data) >= 64) {
+      const owner = topicAddress(l.topics[1]!);
+      if (!same(owner, sender)) return;
+      const amount = BigInt(`0x${l.data.slice(2, 66)}`);
+      out.push({ kind: 'approve', path, token: topicAddress(l.topics[2]!), owner, spender: topicAddress(l.topics[3]!), amount, via: `log:permit2.${t0 === PERMIT2_APPROVAL ? 'approve' : 'permit'}`, deadline: null });
+    }
+  });
   return out;
 }
 

@@ -28,6 +28,11 @@ export interface PreflightEvidence {
   tx: { from: Address; to: Address; value: bigint; data: Hex };
   senderProvided: boolean;
   decoded: CalldataDecoding;
+  /**
+   * Allowances on the sender's assets that the simulation's logs show granted and the calldata
+   * decoding does not (see approvalsOf): judged like decoded ones.
+   */
+  logApprovals: TokenAction[];
   /** Account kinds by lower-case address (destination, spenders, recipients); missing = unknown. */
   accounts: Map<string, AccountCode>;
   tokens: Map<string, TokenMeta>;
@@ -55,10 +60,10 @@ export function kindOf(address: string, accounts: Map<string, AccountCode>): Des
 }
 
 /** Addresses the transaction pays or empowers: where a poisoned look-alike would do harm. */
-export function recipientsOf(e: Pick<PreflightEvidence, 'tx' | 'decoded' | 'movements'>): Address[] {
+export function recipientsOf(e: Pick<PreflightEvidence, 'tx' | 'decoded' | 'movements' | 'logApprovals'>): Address[] {
   const out = new Map<string, Address>();
   const put = (a: Address) => out.set(a.toLowerCase(), a);
-  for (const x of e.decoded.actions) put(x.kind === 'approve' ? x.spender : x.kind === 'approve-all' ? x.operator : x.to);
+  for (const x of [...e.decoded.actions, ...e.logApprovals]) put(x.kind === 'approve' ? x.spender : x.kind === 'approve-all' ? x.operator : x.to);
   if (e.tx.value > 0n || size(e.tx.data) === 0) put(e.tx.to);
   for (const m of e.movements) if (same(m.from, e.tx.from)) put(m.to);
   return [...out.values()];
@@ -125,10 +130,22 @@ export function findingsOf(e: PreflightEvidence, now: Date = new Date()): Findin
   // Calldata sent to an EOA executes nothing: what it encodes will not happen.
   const inert = (path: string) => kind(e.decoded.calls.find((c) => c.path === path)?.target ?? e.tx.to) === 'eoa';
   for (const x of e.decoded.actions) if (!inert(x.path)) actionFindings(x, e, add, kind, now);
+  for (const x of e.logApprovals) actionFindings(x, e, add, kind, now);
   traceFindings(e, add);
   usdcOutflow(e, add);
   poisoning(e, add);
   return out.map((f, i) => ({ f, i })).sort((a, b) => SEVERITY_ORDER[a.f.severity] - SEVERITY_ORDER[b.f.severity] || a.i - b.i).map((x) => x.f);
+}
+
+/**
+ * The approvals the logs show that no decoded action already stands for (same token, spender or
+ * operator, and amount): a plain approve() emits its own Approval log, judged once.
+ */
+export function undecodedApprovals(logApprovals: TokenAction[], decoded: CalldataDecoding): TokenAction[] {
+  const key = (x: TokenAction) =>
+    x.kind === 'approve' ? `a|${x.token}|${x.spender}|${x.amount}`.toLowerCase() : x.kind === 'approve-all' ? `f|${x.token}|${x.operator}|${x.approved}`.toLowerCase() : '';
+  const seen = new Set(decoded.actions.map(key));
+  return logApprovals.filter((x) => !seen.has(key(x)));
 }
 
 type Add = (code: string, severity: Severity, message: string, evidence?: Record<string, unknown>) => void;

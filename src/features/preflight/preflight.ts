@@ -5,10 +5,10 @@ import { digestOf } from '../../platform/canonical.js';
 import { blockRanges, readOnBase, type ChainClient } from '../../platform/chain.js';
 import type { PreflightRequest } from '../reports/schemas.js';
 import { TRANSFER_TOPIC } from '../reports/usdc-transfers.js';
-import { assetChanges, balanceChanges, decodeLogs, movementsOf } from './assets.js';
+import { approvalsOf, assetChanges, balanceChanges, decodeLogs, movementsOf } from './assets.js';
 import { decodeCalldata, type CalldataDecoding } from './calldata.js';
 import { contextCall, decodeContext, type Context } from './context.js';
-import { findingsOf, kindOf, recipientsOf, type PreflightEvidence } from './findings.js';
+import { findingsOf, kindOf, recipientsOf, undecodedApprovals, type PreflightEvidence } from './findings.js';
 import { STATIC_TOKENS, USDC, knownAs, type TokenMeta } from './known.js';
 import { decodeRevert } from './revert.js';
 import { optional, preflightRpcCounter, rpc } from './rpc.js';
@@ -108,15 +108,20 @@ export async function transactionPreflight(chain: ChainClient, input: PreflightI
   const ctx: Context = sim.context ?? { blockNumber: null, accounts: new Map(), tokens: new Map() };
   const tokens = new Map<string, TokenMeta>([...Object.entries(STATIC_TOKENS), ...ctx.tokens]);
   const movements = movementsOf(sim.logs, sim.nativeTransfers);
+  const logApprovals = undecodedApprovals(approvalsOf(sim.logs, from), decoded);
+  const accounts = new Map(ctx.accounts);
 
-  const unseen = [...new Set(movements.filter((m) => m.standard !== 'native' && !tokens.has(m.token.toLowerCase())).map((m) => m.token))].slice(0, MAX_CONTEXT_ACCOUNTS);
-  const needPeers = senderProvided && recipientsOf({ tx: { from, to, value, data }, decoded, movements }).length > 0;
+  // Tokens and spenders first seen in the simulation: their metadata and account kinds.
+  const unseen = [...new Set([...movements.filter((m) => m.standard !== 'native').map((m) => m.token), ...logApprovals.map((x) => x.token)].filter((t) => !tokens.has(t.toLowerCase())))].slice(0, MAX_CONTEXT_ACCOUNTS);
+  const unseenAccounts = [...new Set(logApprovals.map((x) => (x.kind === 'approve' ? x.spender : x.kind === 'approve-all' ? x.operator : x.to)).filter((a) => !accounts.has(a.toLowerCase())))].slice(0, MAX_CONTEXT_ACCOUNTS);
+  const needPeers = senderProvided && recipientsOf({ tx: { from, to, value, data }, decoded, movements, logApprovals }).length > 0;
   const lookback = BigInt(opts.poisonLookbackBlocks ?? DEFAULT_POISON_LOOKBACK_BLOCKS);
   const [more, peers] = await Promise.all([
-    unseen.length > 0 ? readTokens(chain, unseen) : null,
+    unseen.length > 0 || unseenAccounts.length > 0 ? readContext(chain, unseenAccounts, unseen) : null,
     needPeers && sim.blockNumber !== null ? recentPayees(chain, from, sim.blockNumber, lookback, opts.logBlockRange) : null,
   ]);
-  for (const [k, v] of more ?? []) tokens.set(k, v);
+  for (const [k, v] of more?.tokens ?? []) tokens.set(k, v);
+  for (const [k, v] of more?.accounts ?? []) accounts.set(k, v);
 
   const revert =
     sim.success !== false ? null
@@ -130,7 +135,8 @@ export async function transactionPreflight(chain: ChainClient, input: PreflightI
     tx: { from, to, value, data },
     senderProvided,
     decoded,
-    accounts: ctx.accounts,
+    logApprovals,
+    accounts,
     tokens,
     simulation: {
       ran: sim.success !== null && !blind,
@@ -181,16 +187,19 @@ export async function transactionPreflight(chain: ChainClient, input: PreflightI
   };
 }
 
-/** Metadata of tokens the simulation revealed (a swap's output, say): one eth_call. Unreadable is unknown, not an error. */
-async function readTokens(chain: ChainClient, tokens: Address[]): Promise<Map<string, TokenMeta>> {
-  const req = { accounts: [], tokens };
+/**
+ * Metadata of tokens and kinds of accounts the simulation revealed (a swap's output, a spender
+ * approved inside a wallet call): one eth_call. Unreadable is unknown, not an error.
+ */
+async function readContext(chain: ChainClient, accounts: Address[], tokens: Address[]): Promise<Pick<Context, 'accounts' | 'tokens'> | null> {
+  const req = { accounts, tokens };
   const call = contextCall(req);
   const r = await optional(rpc<Hex>(chain, 'eth_call', [{ to: call.to, data: call.data }, 'latest', call.stateOverride]));
-  if (!r.ok) return new Map();
+  if (!r.ok) return null;
   try {
-    return decodeContext(req, r.value).tokens;
+    return decodeContext(req, r.value);
   } catch {
-    return new Map(); // an answer that is not the call's output: as unreadable
+    return null; // an answer that is not the call's output: as unreadable
   }
 }
 
