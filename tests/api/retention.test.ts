@@ -2,6 +2,7 @@ import { createHash } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { purgeExpired } from '../../src/features/maintenance.js';
 import { PolicyStore } from '../../src/features/spend-policy/policies.js';
+import { GroupCommitter } from '../../src/platform/db/group-commit.js';
 import { PURGE_CHUNK_ROWS } from '../../src/platform/db/tx.js';
 import { createTestApp, json, type TestApp } from '../helpers/app.js';
 import { expectProblem } from '../helpers/problems.js';
@@ -305,5 +306,52 @@ describe('purging a policy with a long history', () => {
       spy.mockRestore();
     }
     expect(await t.database.db.selectFrom('evidence_chains').select('id').where('policy_id', '=', p.policyId).execute()).toEqual([]);
+  });
+});
+
+/**
+ * A read of an approval that expired less than a minute ago waits for the policy's lock (see
+ * DecisionService.read). If the policy's access ends and the purge removes the decision during
+ * that wait, the read answers 410 like every other read of the policy, and the batch it shared
+ * with an unrelated policy's decision still commits (it used to throw, failing both with 500).
+ */
+describe('a just-expired approval read while its policy is purged', () => {
+  let t: TestApp;
+  beforeAll(async () => {
+    t = await createTestApp();
+  });
+  afterAll(async () => {
+    await t.close();
+  });
+
+  it('answers 410, and the decision batched with it is made', async () => {
+    t.clock.set(START);
+    const p = await createPolicy(t, { requireHumanAbove: '1' });
+    const accessEnd = Date.parse(p.accessExpiresAt as string);
+    // The approval request (one hour) expires 30 s before the policy's access ends.
+    t.clock.set(new Date(accessEnd - 3_600_000 - 30_000));
+    const other = await createPolicy(t); // its access lasts 30 more days
+    const pending = await decide(t, p, { amount: '5' });
+    expect(pending.decision.decision).toBe('HUMAN_APPROVAL');
+    t.clock.set(new Date(accessEnd - 10_000)); // expired 20 s ago: the read waits for the lock
+    const real = GroupCommitter.prototype.run;
+    let otherDecision: Promise<Res> | undefined;
+    const spy = vi.spyOn(GroupCommitter.prototype, 'run').mockImplementation(async function (this: GroupCommitter, ...args: Parameters<GroupCommitter['run']>) {
+      spy.mockRestore();
+      expect((await purgeExpired(t.database, new Date(accessEnd + 1))).policies).toBe(1);
+      otherDecision = decideRaw(t, other, { amount: '1', requestId: 'batched-with-the-read' });
+      await new Promise((r) => setImmediate(r));
+      return real.apply(this, args) as never;
+    } as never);
+    let res: Res;
+    try {
+      res = await readDecision(t, pending.decision.decisionId, bearer(p.agentKey));
+    } finally {
+      spy.mockRestore();
+    }
+    expectProblem(res, 410, 'expired');
+    const made = await otherDecision!;
+    expect(made.statusCode, made.body).toBe(200);
+    expect(json<{ decision: { decision: string } }>(made).decision.decision).toBe('APPROVE');
   });
 });

@@ -366,8 +366,10 @@ export class DecisionService {
     return this.writes.run([found.policy_id], async (tx) => {
       const now = clock.now();
       const policy = await this.authorizeFor(tx, await loadPolicy(this.database, tx, found.policy_id, true), key, now);
-      // Read again under the policy lock: a concurrent approval may have changed it.
-      const row = await tx.selectFrom('decisions').selectAll().where('id', '=', decisionId).executeTakeFirstOrThrow();
+      // Read again under the policy lock: a concurrent approval may have changed it, and a purge
+      // (its clock ahead of this one) may have removed it.
+      const row = await tx.selectFrom('decisions').selectAll().where('id', '=', decisionId).executeTakeFirst();
+      if (!row) return this.unknownDecision(tx, key, now);
       const approval = approvalOf(row, now);
       if (row.decision !== 'HUMAN_APPROVAL' || approval?.status === 'ADMIN_APPROVED') {
         throw new AppError('approval_conflict', 'the decision is not waiting for approval');
@@ -418,9 +420,14 @@ export class DecisionService {
     await this.authorizeFor(this.database.db, await loadPolicy(this.database, this.database.db, row.policy_id), key, now);
     if (!justExpired(row, now)) return { ...this.stored(row, now), replayed: false };
     return this.writes.run([row.policy_id], async (tx) => {
-      const settled = await tx.selectFrom('decisions').selectAll().where('id', '=', decisionId).executeTakeFirstOrThrow();
-      const later = clock.now();
-      return { ...this.stored(settled, later > now ? later : now), replayed: false };
+      // The policy's access may have ended, and a purge removed the decision, during the wait:
+      // answered as every other read of that policy then is (410), never as a failed batch.
+      const read = clock.now();
+      const later = read > now ? read : now;
+      await this.authorizeFor(tx, await loadPolicy(this.database, tx, row.policy_id), key, later);
+      const settled = await tx.selectFrom('decisions').selectAll().where('id', '=', decisionId).executeTakeFirst();
+      if (!settled) return this.unknownDecision(tx, key, later);
+      return { ...this.stored(settled, later), replayed: false };
     });
   }
 
