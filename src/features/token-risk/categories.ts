@@ -144,13 +144,15 @@ export function assessPrivileges(e: TokenRiskEvidence): CategoryAssessment {
   }
   const o = e.ownership;
   const ac = o.accessControl;
-  // Privileged functions are dead only when nobody can reach them: ownership renounced, no
-  // AccessControl at all, and code that cannot be replaced. With AccessControl, an empty
-  // DEFAULT_ADMIN_ROLE only stops role administration: holders of MINTER_ROLE, PAUSER_ROLE or
-  // any role the token defines (role names are arbitrary, so they cannot all be enumerated) keep
+  // Renounced ownership (and no AccessControl, code that cannot be replaced) takes the owner's
+  // way to these functions away, not every way: a minter, pauser or blacklister kept in a
+  // variable of its own (FiatToken's masterMinter, say) still calls them, and bytecode cannot
+  // show which account a function checks. So renouncing lowers a HIGH privilege to MEDIUM only:
+  // still WARN, never ALLOW. With AccessControl, an empty DEFAULT_ADMIN_ROLE only stops role
+  // administration: holders of MINTER_ROLE, PAUSER_ROLE or any role the token defines keep
   // calling the functions their role gates.
   const accessControl = ac.present || ac.adminCount !== null;
-  const inert = o.owner !== null && isBurn(o.owner) && !o.malformed && !accessControl && !isUpgradeable(e);
+  const renounced = o.owner !== null && isBurn(o.owner) && !o.malformed && !accessControl && !isUpgradeable(e);
   const byKind = new Map<Exclude<PrivilegeKind, 'upgrade'>, string[]>();
   for (const s of e.privileges.selectors) {
     if (s.kind === 'upgrade') continue;
@@ -158,8 +160,10 @@ export function assessPrivileges(e: TokenRiskEvidence): CategoryAssessment {
   }
   for (const [kind, selectors] of byKind) {
     const f = PRIVILEGE_FINDINGS[kind];
-    const title = inert ? `${f.title}, but ownership is renounced` : f.title;
-    findings.push(finding(f.code, inert ? 'low' : f.severity, title, { selectors, controllable: !inert }));
+    const title = renounced ? `${f.title}; ownership is renounced, but another account may still hold this power` : f.title;
+    const severity = renounced && f.severity === 'high' ? 'medium' : f.severity;
+    // controllable: true when the owner, an admin role or an upgrade can reach it; 'unknown' when only an account the code keeps elsewhere could.
+    findings.push(finding(f.code, severity, title, { selectors, controllable: renounced ? 'unknown' : true }));
   }
   return { coverage: available(`bytecode of the ${e.upgradeability.logic?.source === 'token' ? 'token' : 'implementation'} scanned for privileged selectors`), findings };
 }

@@ -56,6 +56,19 @@ const tokenAbi = parseAbi([
 const randomAccount = (): Address => getAddress(`0x${randomBytes(20).toString('hex')}`);
 const isBurn = (a: Address | null) => a === null || a === zeroAddress || a.toLowerCase() === DEAD.toLowerCase();
 
+/**
+ * The token's owner from owner() and getOwner(). A live address from either wins over a burn
+ * address from the other: a contract that renounces owner() while getOwner() still names an
+ * account with the owner's powers is not renounced.
+ */
+export function ownerOf(owner: Address | null, getOwner: Address | null): { owner: Address | null; ownerFunction: 'owner()' | 'getOwner()' | null } {
+  if (owner && !isBurn(owner)) return { owner, ownerFunction: 'owner()' };
+  if (getOwner && !isBurn(getOwner)) return { owner: getOwner, ownerFunction: 'getOwner()' };
+  if (owner) return { owner, ownerFunction: 'owner()' };
+  if (getOwner) return { owner: getOwner, ownerFunction: 'getOwner()' };
+  return { owner: null, ownerFunction: null };
+}
+
 export async function collectEvidence(chain: ChainClient, token: Address, opts: CollectOptions = {}): Promise<{ evidence: TokenRiskEvidence; meter: RpcMeter }> {
   const dex = opts.dex ?? BASE_UNISWAP_V2;
   const meter = newMeter();
@@ -100,8 +113,7 @@ export async function collectEvidence(chain: ChainClient, token: Address, opts: 
   const decimalsRaw = asUint(r.decimals);
   const ownerRead = asAddress(r.owner);
   const getOwnerRead = asAddress(r.getOwner);
-  const owner = ownerRead.value ?? getOwnerRead.value;
-  const ownerFunction = ownerRead.value ? 'owner()' : getOwnerRead.value ? 'getOwner()' : null;
+  const { owner, ownerFunction } = ownerOf(ownerRead.value, getOwnerRead.value);
   const adminCount = asUint(r.adminCount);
   const admins = (['admin0', 'admin1', 'admin2'] as const).map((k) => asAddress(r[k]).value).filter((a): a is Address => a !== null);
   const burned = asUint(r.burnZero) !== null || asUint(r.burnDead) !== null ? (asUint(r.burnZero) ?? 0n) + (asUint(r.burnDead) ?? 0n) : null;

@@ -26,15 +26,18 @@ import { CATEGORIES, DECIDING_CATEGORIES, rank, type Category, type CategoryAsse
  *                   HIGH (coverage partial); unknown_delegation MEDIUM (DELEGATECALL to code no
  *                   standard names; coverage partial, privileges unavailable); upgrade_function
  *                   MEDIUM (upgradeTo/upgradeToAndCall without a proxy slot).
- *   ownership       owner_renounced info (owner() or getOwner() is 0x0 or 0x…dEaD);
+ *   ownership       owner_renounced info (owner() or getOwner() is 0x0 or 0x…dEaD, and neither
+ *                   names a live account);
  *                   no_owner_function info; owner_active LOW; owner_unreadable MEDIUM (coverage
  *                   partial); admin_role_holders LOW / admin_role_empty info (enumerable
  *                   AccessControl); admin_roles_not_enumerable MEDIUM (coverage partial).
  *   privileges      selectors in the logic bytecode (the implementation's for proxies):
  *                   mint_function, pause_function, blacklist_function HIGH; fee_setter,
- *                   limit_setter, trading_gate MEDIUM. All of them are LOW when nobody can reach
- *                   them: ownership renounced, no AccessControl (role holders other than the
- *                   admin can still call what their role gates), not upgradeable.
+ *                   limit_setter, trading_gate MEDIUM. With ownership renounced, no
+ *                   AccessControl (role holders other than the admin can still call what their
+ *                   role gates) and code that cannot be upgraded, the HIGH ones are MEDIUM: the
+ *                   owner's way to them is gone, but a minter or pauser the code keeps in a
+ *                   variable of its own is not visible in bytecode, so never ALLOW on them.
  *                   transfers_paused CRITICAL (paused() is true now).
  *   transferSimulation  buy, transfer between two fresh accounts, and sell, simulated with
  *                   eth_simulateV1 through the token's Uniswap v2 pool against WETH or USDC:
