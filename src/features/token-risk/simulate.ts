@@ -36,7 +36,14 @@ interface Sizes {
   sell: bigint;
 }
 
-const call = (from: Address, to: Address, data: Hex, value?: bigint) => ({ account: from, to, data, ...(value ? { value } : {}) });
+/**
+ * The gas price every simulated call pays, and the simulated blocks' base fee: 0.01 gwei, a
+ * usual Base fee. A node simulates at gas price 0 and base fee 0 unless told otherwise, and a
+ * token can tell: `if (tx.gasprice > 0) revert()` on sells is a honeypot that passes every
+ * zero-fee simulation. The fresh buyer's extra ETH pays it.
+ */
+export const SIMULATED_GAS_PRICE = 10_000_000n;
+const call = (from: Address, to: Address, data: Hex, value?: bigint) => ({ account: from, to, data, gasPrice: SIMULATED_GAS_PRICE, ...(value ? { value } : {}) });
 const balanceOf = (who: Address) => encodeFunctionData({ abi: erc20Abi, functionName: 'balanceOf', args: [who] });
 
 /** Revert data as a short reason: Error(string), Panic(code), or the custom error's selector. */
@@ -108,11 +115,11 @@ async function runOnce(chain: ChainClient, input: SimulationInput, sizes: Sizes)
     blockNumber: input.blockNumber,
     blocks: [
       {
-        blockOverrides: { time: input.timestamp + 2n },
+        blockOverrides: { time: input.timestamp + 2n, baseFeePerGas: SIMULATED_GAS_PRICE },
         stateOverrides: [{ address: B, balance: (pool.quote.symbol === 'USDC' ? 0n : sizes.buyIn) + parseEther('1') }, ...(funding ? [funding] : [])],
         calls: block1,
       },
-      { blockOverrides: { time: input.timestamp + 182n }, calls: block2 },
+      { blockOverrides: { time: input.timestamp + 182n, baseFeePerGas: SIMULATED_GAS_PRICE }, calls: block2 },
     ],
   });
   const c1 = (blocks[0]?.calls ?? []) as unknown as SimCall[];
