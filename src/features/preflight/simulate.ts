@@ -79,6 +79,34 @@ const callObject = (tx: SimTx, value = tx.value) => ({
   ...(value > 0n ? { value: numberToHex(value) } : {}),
 });
 
+/**
+ * The gas price the eth_simulateV1 calls pay, and their block's base fee: 0.01 gwei, a usual
+ * Base fee. At the node's default of 0 a contract can tell a simulation from a real transaction
+ * (`tx.gasprice == 0`, `block.basefee == 0`) and behave well only there. The gas limit is set so
+ * that what the sender pays for it is known: SIMULATED_GAS x SIMULATED_GAS_PRICE.
+ */
+export const SIMULATED_GAS_PRICE = 10_000_000n;
+const SIMULATED_GAS = 30_000_000n;
+/** Funders of the simulated calls' gas; each one's code selfdestructs to the sender. */
+const GAS_FUNDERS: Address[] = ['0x00000000000000000000000000000000fee5f00d', '0x00000000000000000000000000000000fee5f00e'];
+
+const paying = (c: { from: Address; to: Address; data: Hex; value?: Hex }) => ({ ...c, gas: numberToHex(SIMULATED_GAS), gasPrice: numberToHex(SIMULATED_GAS_PRICE) });
+
+/**
+ * A call just before a paying call that hands the sender exactly its gas money,
+ * SIMULATED_GAS x SIMULATED_GAS_PRICE: a funder whose code is `selfdestruct(sender)` (which runs
+ * no code of the sender's, whatever it is). So a sender who can pay the value passes the node's
+ * balance check as at gas price 0, and one who cannot still fails it: the check stays about the
+ * value, as for the real transaction, whose gas the wallet estimates.
+ */
+function gasFunding(sender: Address, i: number) {
+  const funder = GAS_FUNDERS[i]!;
+  return {
+    override: { [funder]: { balance: numberToHex(SIMULATED_GAS * SIMULATED_GAS_PRICE), code: `0x73${sender.slice(2).toLowerCase()}ff` as Hex } },
+    call: { from: ZERO_ADDRESS, to: funder, data: '0x' as Hex },
+  };
+}
+
 export async function simulate(chain: ChainClient, tx: SimTx, overrides: StateOverrides, ctx: ContextRequest, nowMs = Date.now()): Promise<Simulation> {
   const context = contextCall(ctx);
   const allOverrides = { ...overrides, ...context.stateOverride };
@@ -86,10 +114,17 @@ export async function simulate(chain: ChainClient, tx: SimTx, overrides: StateOv
   const traceP = optional(
     rpc<CallFrame>(chain, 'debug_traceCall', [callObject(tx), 'latest', { tracer: 'callTracer', tracerConfig: { withLog: true }, stateOverrides: overrides }]),
   );
-  const calls = [{ from: ZERO_ADDRESS, to: context.to, data: context.data }, callObject(tx), ...(tx.value > 0n ? [callObject(tx, 0n)] : [])];
+  // [fund, context, transaction] and, with value, [fund, the transaction without value].
+  const paid = [paying(callObject(tx)), ...(tx.value > 0n ? [paying(callObject(tx, 0n))] : [])];
+  const funding = paid.map((_, i) => gasFunding(tx.from, i));
+  const calls = [funding[0]!.call, { from: ZERO_ADDRESS, to: context.to, data: context.data }, paid[0]!, ...(paid[1] ? [funding[1]!.call, paid[1]] : [])];
   const simP = trySimulate
     ? attempt(rpc<{ number: Hex; calls: SimCallResult[] }[]>(chain, 'eth_simulateV1', [
-        { blockStateCalls: [{ stateOverrides: allOverrides, calls }], traceTransfers: true, validation: false },
+        {
+          blockStateCalls: [{ stateOverrides: Object.assign({}, allOverrides, ...funding.map((f) => f.override)), blockOverrides: { baseFeePerGas: numberToHex(SIMULATED_GAS_PRICE) }, calls }],
+          traceTransfers: true,
+          validation: false,
+        },
         'latest',
       ]))
     : null;
@@ -101,7 +136,8 @@ export async function simulate(chain: ChainClient, tx: SimTx, overrides: StateOv
 
   if (simulated?.ok) {
     const block = simulated.value[0];
-    const [ctxResult, main, bare] = block?.calls ?? [];
+    // The funding calls only hand the sender its gas money.
+    const [, ctxResult, main, , bare] = block?.calls ?? [];
     if (block && ctxResult && main) return fromSimulateV1(block.number, ctxResult, main, bare, ctx, trace);
   }
   if (simulated && !simulated.ok && methodMissing(simulated.error)) noSimulateUntil.set(chain, nowMs + NO_SIMULATE_FOR_MS);
