@@ -70,6 +70,10 @@ describe('native value', () => {
   it('transfer_to_burn_address for value sent to the zero or dead address', () => {
     expect(run({ to: DEAD_ADDRESS, value, data: '0x' })).toEqual(['block:transfer_to_burn_address']);
     expect(run({ to: ZERO_ADDRESS, value, data: '0x', accounts: new Map() })).toEqual(['block:transfer_to_burn_address']);
+    // A precompile takes the ETH and can never send it on.
+    for (const to of ['0x0000000000000000000000000000000000000001', '0x0000000000000000000000000000000000000100'] as const) {
+      expect(run({ to, value, data: '0x', accounts: new Map() })).toEqual(['block:transfer_to_burn_address']);
+    }
     expect(run({ to: DEAD_ADDRESS, value: 0n, data: '0x' })).toEqual([]);
   });
 });
@@ -107,6 +111,7 @@ describe('token transfers in calldata', () => {
 
   it('transfer_to_burn_address for tokens sent to zero or dead', () => {
     expect(run({ data: enc('transfer', [ZERO_ADDRESS, 1n]) })).toEqual(['block:transfer_to_burn_address']);
+    expect(run({ data: enc('transfer', ['0x0000000000000000000000000000000000000004', 1_000_000n]) })).toEqual(['block:transfer_to_burn_address']);
     const f = findingsOf(evidence({ to: TOKEN, data: enc('transfer', [DEAD_ADDRESS, 5n]) }), NOW);
     expect(f[0]).toMatchObject({ code: 'transfer_to_burn_address', evidence: { token: TOKEN, symbol: 'TKN', to: DEAD_ADDRESS, amount: '5', via: 'transfer(address,uint256)', path: '0' } });
   });

@@ -61,10 +61,14 @@ export const SUPPLY_CEILING: Record<string, bigint> = {
   [WETH_ADDRESS.toLowerCase()]: 10_000_000n * 10n ** 18n,
 };
 
-/** Burn sinks: value sent there is gone for good. */
+/**
+ * Burn sinks: value sent there is gone for good. The zero and dead addresses, and the
+ * precompiles: they take ETH with a call and have no code that could ever send it (or a token)
+ * on, and no key.
+ */
 export function isBurnAddress(address: string): boolean {
   const a = address.toLowerCase();
-  return a === ZERO_ADDRESS || a === DEAD_ADDRESS.toLowerCase();
+  return a === ZERO_ADDRESS || a === DEAD_ADDRESS.toLowerCase() || isPrecompile(a);
 }
 
 /**
