@@ -171,7 +171,7 @@ it('recovery, the RPC\'s eth_getLogs ignores the topic filter (another USDC log 
 const simulatedLogOf = (log: unknown): RpcRule => async (c, fwd) => {
   if (c.method !== 'eth_simulateV1') return undefined;
   const r = (await fwd()).result;
-  r[0].calls[2].logs = [log]; // the transaction's: [gas funding, context, transaction, …]
+  r[0].calls[2].logs = [log]; // the transaction's: [context, gas funding, transaction, …]
   return answer(c, r);
 };
 

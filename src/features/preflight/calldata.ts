@@ -66,6 +66,9 @@ export type TokenAction =
   | { kind: 'approve-all'; path: string; token: Address; owner: Address | null; operator: Address; approved: boolean; via: string }
   | { kind: 'transfer'; path: string; token: Address; from: Address | null; to: Address; amount: bigint; via: string };
 
+/** Whom the action pays or empowers: the recipient, the spender or the operator. */
+export const counterpartyOf = (x: TokenAction): Address => (x.kind === 'approve' ? x.spender : x.kind === 'approve-all' ? x.operator : x.to);
+
 export interface CalldataDecoding {
   calls: DecodedCall[];
   actions: TokenAction[];

@@ -1,6 +1,6 @@
 import { size, type Address, type Hex } from 'viem';
 import type { AssetMovement } from './assets.js';
-import type { CalldataDecoding, TokenAction } from './calldata.js';
+import { counterpartyOf, type CalldataDecoding, type TokenAction } from './calldata.js';
 import type { AccountCode } from './context.js';
 import { SUPPLY_CEILING, USDC, UNLIMITED_THRESHOLD, isBurnAddress, isPrecompile, same, type TokenMeta } from './known.js';
 import type { DecodedRevert } from './revert.js';
@@ -63,7 +63,7 @@ export function kindOf(address: string, accounts: Map<string, AccountCode>): Des
 export function recipientsOf(e: Pick<PreflightEvidence, 'tx' | 'decoded' | 'movements' | 'logApprovals'>): Address[] {
   const out = new Map<string, Address>();
   const put = (a: Address) => out.set(a.toLowerCase(), a);
-  for (const x of [...e.decoded.actions, ...e.logApprovals]) put(x.kind === 'approve' ? x.spender : x.kind === 'approve-all' ? x.operator : x.to);
+  for (const x of [...e.decoded.actions, ...e.logApprovals]) put(counterpartyOf(x));
   if (e.tx.value > 0n || size(e.tx.data) === 0) put(e.tx.to);
   for (const m of e.movements) if (same(m.from, e.tx.from)) put(m.to);
   return [...out.values()];
@@ -142,8 +142,7 @@ export function findingsOf(e: PreflightEvidence, now: Date = new Date()): Findin
  * operator, and amount): a plain approve() emits its own Approval log, judged once.
  */
 export function undecodedApprovals(logApprovals: TokenAction[], decoded: CalldataDecoding): TokenAction[] {
-  const key = (x: TokenAction) =>
-    x.kind === 'approve' ? `a|${x.token}|${x.spender}|${x.amount}`.toLowerCase() : x.kind === 'approve-all' ? `f|${x.token}|${x.operator}|${x.approved}`.toLowerCase() : '';
+  const key = (x: TokenAction) => `${x.kind}|${x.token}|${counterpartyOf(x)}|${x.kind === 'approve-all' ? x.approved : x.amount}`.toLowerCase();
   const seen = new Set(decoded.actions.map(key));
   return logApprovals.filter((x) => !seen.has(key(x)));
 }
@@ -158,7 +157,7 @@ function actionFindings(x: TokenAction, e: PreflightEvidence, add: Add, kind: (a
     if (isBurnAddress(x.to)) add('transfer_to_burn_address', 'block', 'Tokens are sent to a burn address and will be lost.', { ...where, to: x.to, amount: x.amount.toString() });
     return;
   }
-  const who = x.kind === 'approve' ? x.spender : x.operator;
+  const who = counterpartyOf(x);
   const whoKind = kind(who);
   if (x.kind === 'approve-all') {
     if (!x.approved) return;

@@ -6,7 +6,7 @@ import { blockRanges, readOnBase, type ChainClient } from '../../platform/chain.
 import type { PreflightRequest } from '../reports/schemas.js';
 import { TRANSFER_TOPIC } from '../reports/usdc-transfers.js';
 import { approvalsOf, assetChanges, balanceChanges, decodeLogs, movementsOf } from './assets.js';
-import { decodeCalldata, type CalldataDecoding } from './calldata.js';
+import { counterpartyOf, decodeCalldata, type CalldataDecoding } from './calldata.js';
 import { contextCall, decodeContext, type Context } from './context.js';
 import { findingsOf, kindOf, recipientsOf, undecodedApprovals, type PreflightEvidence } from './findings.js';
 import { STATIC_TOKENS, USDC, knownAs, type TokenMeta } from './known.js';
@@ -68,7 +68,7 @@ function contextTargets(to: Address, decoded: CalldataDecoding): { accounts: Add
   const tokens = new Map<string, Address>([[to.toLowerCase(), to]]);
   for (const a of decoded.actions) {
     tokens.set(a.token.toLowerCase(), a.token);
-    const who = a.kind === 'approve' ? a.spender : a.kind === 'approve-all' ? a.operator : a.to;
+    const who = counterpartyOf(a);
     accounts.set(who.toLowerCase(), getAddress(who));
   }
   return {
@@ -112,8 +112,9 @@ export async function transactionPreflight(chain: ChainClient, input: PreflightI
   const accounts = new Map(ctx.accounts);
 
   // Tokens and spenders first seen in the simulation: their metadata and account kinds.
-  const unseen = [...new Set([...movements.filter((m) => m.standard !== 'native').map((m) => m.token), ...logApprovals.map((x) => x.token)].filter((t) => !tokens.has(t.toLowerCase())))].slice(0, MAX_CONTEXT_ACCOUNTS);
-  const unseenAccounts = [...new Set(logApprovals.map((x) => (x.kind === 'approve' ? x.spender : x.kind === 'approve-all' ? x.operator : x.to)).filter((a) => !accounts.has(a.toLowerCase())))].slice(0, MAX_CONTEXT_ACCOUNTS);
+  const firstSeen = (addresses: Address[], known: Map<string, unknown>) => [...new Set(addresses.filter((a) => !known.has(a.toLowerCase())))].slice(0, MAX_CONTEXT_ACCOUNTS);
+  const unseen = firstSeen([...movements.filter((m) => m.standard !== 'native').map((m) => m.token), ...logApprovals.map((x) => x.token)], tokens);
+  const unseenAccounts = firstSeen(logApprovals.map(counterpartyOf), accounts);
   const needPeers = senderProvided && recipientsOf({ tx: { from, to, value, data }, decoded, movements, logApprovals }).length > 0;
   const lookback = BigInt(opts.poisonLookbackBlocks ?? DEFAULT_POISON_LOOKBACK_BLOCKS);
   const [more, peers] = await Promise.all([

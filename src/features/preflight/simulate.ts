@@ -1,5 +1,5 @@
 import { getAddress, isHex, numberToHex, pad, slice, type Address, type Hex } from 'viem';
-import type { ChainClient } from '../../platform/chain.js';
+import { SIMULATED_GAS_PRICE, type ChainClient } from '../../platform/chain.js';
 import { TRANSFER_TOPIC } from '../reports/usdc-transfers.js';
 import { contextCall, decodeContext, type Context, type ContextRequest } from './context.js';
 import { NATIVE_TOKEN, ZERO_ADDRESS, same } from './known.js';
@@ -80,12 +80,10 @@ const callObject = (tx: SimTx, value = tx.value) => ({
 });
 
 /**
- * The gas price the eth_simulateV1 calls pay, and their block's base fee: 0.01 gwei, a usual
- * Base fee. At the node's default of 0 a contract can tell a simulation from a real transaction
- * (`tx.gasprice == 0`, `block.basefee == 0`) and behave well only there. The gas limit is set so
+ * The transaction's calls in eth_simulateV1 pay SIMULATED_GAS_PRICE (their block has that base
+ * fee, though nodes report block.basefee as 0 when not validating). Their gas limit is set, so
  * that what the sender pays for it is known: SIMULATED_GAS x SIMULATED_GAS_PRICE.
  */
-export const SIMULATED_GAS_PRICE = 10_000_000n;
 const SIMULATED_GAS = 30_000_000n;
 /** Funders of the simulated calls' gas; each one's code selfdestructs to the sender. */
 const GAS_FUNDERS: Address[] = ['0x00000000000000000000000000000000fee5f00d', '0x00000000000000000000000000000000fee5f00e'];
@@ -114,10 +112,9 @@ export async function simulate(chain: ChainClient, tx: SimTx, overrides: StateOv
   const traceP = optional(
     rpc<CallFrame>(chain, 'debug_traceCall', [callObject(tx), 'latest', { tracer: 'callTracer', tracerConfig: { withLog: true }, stateOverrides: overrides }]),
   );
-  // [fund, context, transaction] and, with value, [fund, the transaction without value].
-  const paid = [paying(callObject(tx)), ...(tx.value > 0n ? [paying(callObject(tx, 0n))] : [])];
-  const funding = paid.map((_, i) => gasFunding(tx.from, i));
-  const calls = [funding[0]!.call, { from: ZERO_ADDRESS, to: context.to, data: context.data }, paid[0]!, ...(paid[1] ? [funding[1]!.call, paid[1]] : [])];
+  // [context, fund, transaction] and, with value, [fund, the transaction without value].
+  const funding = (tx.value > 0n ? [tx.value, 0n] : [tx.value]).map((value, i) => ({ ...gasFunding(tx.from, i), paid: paying(callObject(tx, value)) }));
+  const calls = [{ from: ZERO_ADDRESS, to: context.to, data: context.data }, ...funding.flatMap((f) => [f.call, f.paid])];
   const simP = trySimulate
     ? attempt(rpc<{ number: Hex; calls: SimCallResult[] }[]>(chain, 'eth_simulateV1', [
         {
@@ -137,7 +134,7 @@ export async function simulate(chain: ChainClient, tx: SimTx, overrides: StateOv
   if (simulated?.ok) {
     const block = simulated.value[0];
     // The funding calls only hand the sender its gas money.
-    const [, ctxResult, main, , bare] = block?.calls ?? [];
+    const [ctxResult, , main, , bare] = block?.calls ?? [];
     if (block && ctxResult && main) return fromSimulateV1(block.number, ctxResult, main, bare, ctx, trace);
   }
   if (simulated && !simulated.ok && methodMissing(simulated.error)) noSimulateUntil.set(chain, nowMs + NO_SIMULATE_FOR_MS);

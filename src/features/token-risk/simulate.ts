@@ -1,5 +1,5 @@
 import { decodeErrorResult, encodeAbiParameters, encodeFunctionData, erc20Abi, keccak256, maxUint256, parseEther, size, type Address, type Hex } from 'viem';
-import type { ChainClient } from '../../platform/chain.js';
+import { SIMULATED_GAS_PRICE, type ChainClient } from '../../platform/chain.js';
 import { getAmountOut, pairAbi, routerAbi, sortTokens, type DexConfig } from './dex.js';
 import { probeSizes } from './pools.js';
 import type { PoolEvidence, SimStep, SimulationEvidence, TradeMeasurement, TransferMeasurement } from './evidence.js';
@@ -36,13 +36,7 @@ interface Sizes {
   sell: bigint;
 }
 
-/**
- * The gas price every simulated call pays, and the simulated blocks' base fee: 0.01 gwei, a
- * usual Base fee. A node simulates at gas price 0 and base fee 0 unless told otherwise, and a
- * token can tell: `if (tx.gasprice > 0) revert()` on sells is a honeypot that passes every
- * zero-fee simulation. The fresh buyer's extra ETH pays it.
- */
-export const SIMULATED_GAS_PRICE = 10_000_000n;
+/** Every call pays SIMULATED_GAS_PRICE, in blocks with that base fee; the fresh buyer's extra ETH pays it. */
 const call = (from: Address, to: Address, data: Hex, value?: bigint) => ({ account: from, to, data, gasPrice: SIMULATED_GAS_PRICE, ...(value ? { value } : {}) });
 const balanceOf = (who: Address) => encodeFunctionData({ abi: erc20Abi, functionName: 'balanceOf', args: [who] });
 
