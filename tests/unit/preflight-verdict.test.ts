@@ -37,7 +37,7 @@ describe('USDC leaving the sender', () => {
   const viaContract = { to: CONTRACT, data: '0x12345678' as Hex };
   it('usdc_outflow_without_return when USDC leaves through a contract and nothing comes back', () => {
     const f = findingsOf(evidence({ ...viaContract, movements: [move(USDC, SENDER, EOA, 5_000_000n), move(USDC, SENDER, CONTRACT, 1n)] }), NOW);
-    expect(f).toEqual([expect.objectContaining({ code: 'usdc_outflow_without_return', severity: 'warn', evidence: { amountMicro: '5000001', recipients: [EOA, CONTRACT] } })]);
+    expect(f).toEqual([expect.objectContaining({ code: 'usdc_outflow_without_return', severity: 'warn', evidence: { amountMicro: '5000001', returnedMicro: '0', recipients: [EOA, CONTRACT] } })]);
   });
 
   it('not when anything comes back, not for a direct USDC transfer, not for other tokens', () => {
@@ -47,10 +47,18 @@ describe('USDC leaving the sender', () => {
     expect(run({ ...viaContract, movements: [move(TOKEN, SENDER, EOA, 5n)] })).toEqual([]);
   });
 
+  it('USDC coming back counts at face value: a partial refund does not hide the outflow', () => {
+    const f = findingsOf(evidence({ ...viaContract, movements: [move(USDC, SENDER, CONTRACT, 100_000_000n), move(USDC, CONTRACT, SENDER, 1n)] }), NOW);
+    expect(f).toEqual([expect.objectContaining({ code: 'usdc_outflow_without_return', severity: 'warn', evidence: { amountMicro: '100000000', returnedMicro: '1', recipients: [CONTRACT] } })]);
+    expect(f[0]!.message).toMatch(/only part of it comes back/);
+    expect(run({ ...viaContract, movements: [move(USDC, SENDER, CONTRACT, 5n), move(USDC, CONTRACT, SENDER, 5n)] })).toEqual([]);
+    expect(run({ ...viaContract, movements: [move(USDC, SENDER, CONTRACT, 5n), move(USDC, CONTRACT, SENDER, 1n), move(TOKEN, CONTRACT, SENDER, 1n)] })).toEqual([]);
+  });
+
   it('the sender paying itself is neither an outflow nor something coming back', () => {
     expect(run({ ...viaContract, movements: [move(USDC, SENDER, SENDER, 5n)] })).toEqual([]);
     const f = findingsOf(evidence({ ...viaContract, movements: [move(USDC, SENDER, CONTRACT, 5n), move(USDC, SENDER, SENDER, 1n)] }), NOW);
-    expect(f).toEqual([expect.objectContaining({ code: 'usdc_outflow_without_return', evidence: { amountMicro: '5', recipients: [CONTRACT] } })]);
+    expect(f).toEqual([expect.objectContaining({ code: 'usdc_outflow_without_return', evidence: { amountMicro: '5', returnedMicro: '0', recipients: [CONTRACT] } })]);
   });
 });
 

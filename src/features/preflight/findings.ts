@@ -200,16 +200,23 @@ function traceFindings(e: PreflightEvidence, add: Add): void {
 
 function usdcOutflow(e: PreflightEvidence, add: Add): void {
   // A direct USDC transfer is a payment the sender asked for in plain words; only USDC pulled
-  // out through some other contract, with nothing at all coming back, is suspicious.
+  // out through some other contract, with nothing coming back for it, is suspicious. USDC that
+  // comes back is counted at face value (a refund of 1 micro-USDC does not make 100 USDC a
+  // trade); any other asset coming back counts as a return, since this check cannot price it.
   const direct = same(e.tx.to, USDC) && e.decoded.actions.some((a) => a.kind === 'transfer' && a.path === '0');
   if (direct) return;
   const out = e.movements.filter((m) => same(m.token, USDC) && same(m.from, e.tx.from) && !same(m.to, e.tx.from));
   const total = out.reduce((s, m) => s + m.amount, 0n);
   if (total === 0n) return;
-  const back = e.movements.some((m) => same(m.to, e.tx.from) && !same(m.from, e.tx.from));
-  if (back) return;
-  add('usdc_outflow_without_return', 'warn', 'USDC leaves the sender through a contract and nothing comes back.', {
+  const back = e.movements.filter((m) => same(m.to, e.tx.from) && !same(m.from, e.tx.from));
+  if (back.some((m) => !same(m.token, USDC))) return;
+  const returned = back.reduce((s, m) => s + m.amount, 0n);
+  if (returned >= total) return;
+  add('usdc_outflow_without_return', 'warn', returned === 0n
+    ? 'USDC leaves the sender through a contract and nothing comes back.'
+    : 'USDC leaves the sender through a contract and only part of it comes back, nothing else.', {
     amountMicro: total.toString(),
+    returnedMicro: returned.toString(),
     recipients: [...new Set(out.map((m) => m.to))],
   });
 }
