@@ -9,6 +9,7 @@ import { ALLOW_METHODS } from './cors.js';
 import { isStorageFailure } from './db/failures.js';
 import { AppError, PROBLEM_CONTENT_TYPE, problemBody } from './errors.js';
 import { numberWithFraction, repeatsMemberName } from './json-members.js';
+import { ADDRESS_FORMAT, ADDRESS_FORMAT_MESSAGE, checksumHolds } from './schemas.js';
 
 export const BODY_LIMIT = 64 * 1024;
 export const genReqId = () => randomUUID();
@@ -23,6 +24,7 @@ const strictAjv = addFormats.default(new Ajv.default({ ...ajvBase, coerceTypes: 
 /** The same, stopping at the first error: for large bodies, whose every error would cost a lot to find (see bodyValidator). */
 const firstErrorAjv = addFormats.default(new Ajv.default({ ...ajvBase, coerceTypes: false, allErrors: false }));
 const lenientAjv = addFormats.default(new Ajv.default({ ...ajvBase, coerceTypes: true }));
+for (const ajv of [strictAjv, firstErrorAjv, lenientAjv]) ajv.addFormat(ADDRESS_FORMAT, { type: 'string', validate: checksumHolds });
 
 export function installValidators(app: FastifyInstance): void {
   app.setValidatorCompiler(({ schema, httpPart }) =>
@@ -176,7 +178,8 @@ function validationProblem(err: FastifyError): AppError {
     const missing = (v.params as { missingProperty?: string }).missingProperty;
     const extra = (v.params as { additionalProperty?: string }).additionalProperty;
     const path = `${part}${v.instancePath}${missing ? `/${missing}` : ''}${extra ? `/${extra}` : ''}`;
-    const message = extra ? 'unknown property is not allowed' : (v.message ?? 'is invalid');
+    const checksum = v.keyword === 'format' && (v.params as { format?: string }).format === ADDRESS_FORMAT;
+    const message = extra ? 'unknown property is not allowed' : checksum ? ADDRESS_FORMAT_MESSAGE : (v.message ?? 'is invalid');
     return { path, message };
   });
   const first = errors[0];

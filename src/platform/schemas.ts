@@ -1,4 +1,5 @@
 import { Type, type TSchema, type TUnsafe } from 'typebox';
+import { isAddress } from 'viem';
 import { AMOUNT_PATTERN } from './money.js';
 import { ERROR_CODES, type ErrorCode } from './errors.js';
 
@@ -14,8 +15,22 @@ export const HEX_DATA_PATTERN = '^0x([0-9a-fA-F]{2})*$';
 export const BYTES32_PATTERN = '^0x[0-9a-fA-F]{64}$';
 /** A uint256 in decimal digits (at most 78 of them). */
 export const UINT256_DIGITS_PATTERN = '^[0-9]{1,78}$';
-export const Address = (description = 'Base address: 0x followed by 40 hex characters') =>
-  Type.String({ pattern: ADDRESS_PATTERN, description });
+/**
+ * The ajv format every address of a request carries, besides ADDRESS_PATTERN: a mixed-case
+ * address is EIP-55 checksummed, and a checksum that does not match means a character was
+ * mistyped, which must be refused rather than read as another address. All lower or all upper
+ * case carries no checksum and passes. (A value the pattern refuses passes here, so that only the
+ * pattern's error is reported.)
+ */
+export const ADDRESS_FORMAT = 'evm-address';
+export function checksumHolds(value: string): boolean {
+  if (!/^0x[0-9a-fA-F]{40}$/.test(value)) return true;
+  const hex = value.slice(2);
+  return hex === hex.toLowerCase() || hex === hex.toUpperCase() || isAddress(value, { strict: true });
+}
+export const ADDRESS_FORMAT_MESSAGE = 'has an EIP-55 checksum that does not match (mixed case): a character is wrong; copy the address again from where it came from';
+export const Address = (description = 'Base address: 0x followed by 40 hex characters; in mixed case, a valid EIP-55 checksum') =>
+  Type.String({ pattern: ADDRESS_PATTERN, format: ADDRESS_FORMAT, description });
 export const Amount = (description = 'USDC amount as a decimal string: up to 12 integer digits and at most 6 fractional digits') =>
   Type.String({ pattern: AMOUNT_PATTERN, description, examples: ['12.5'] });
 /**

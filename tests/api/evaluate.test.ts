@@ -281,6 +281,9 @@ describe('POST /api/spendpolicy/evaluate', () => {
       ['recipient with a trailing newline', set('recipient', `${ADDR.alice}\n`), 'body/recipient'],
       ['recipient with full-width digits', set('recipient', '0x' + '\uff11'.repeat(40)), 'body/recipient'],
       ['recipient as a number', set('recipient', 12345), 'body/recipient'],
+      // A mistyped character in a checksummed address: its EIP-55 checksum no longer holds.
+      ['recipient with a broken EIP-55 checksum', set('recipient', ADDR.mixedCase.replace('abCD', 'abCd')), 'body/recipient'],
+      ['allowedRecipients with a broken EIP-55 checksum', set('policy.allowedRecipients', [ADDR.alice, ADDR.mixedCase.replace('DEF01', 'DEf01')]), 'body/policy/allowedRecipients/1'],
       ['allowedRecipients with a bad address', set('policy.allowedRecipients', [ADDR.alice, '0x1234']), 'body/policy/allowedRecipients/1'],
       ['allowedRecipients with a non-string', set('policy.allowedRecipients', [42]), 'body/policy/allowedRecipients/0'],
       ['allowedRecipients not an array', set('policy.allowedRecipients', ADDR.alice), 'body/policy/allowedRecipients'],
@@ -355,6 +358,16 @@ describe('POST /api/spendpolicy/evaluate', () => {
       const body = validBody();
       mutate(body);
       expectInvalid(await post(body), path);
+    });
+
+    it('a broken EIP-55 checksum is named as such, not read as another address', async () => {
+      const body = validBody();
+      body.recipient = ADDR.mixedCase.replace('abCD', 'abCd');
+      const res = await post(body);
+      expect(res.statusCode).toBe(400);
+      expect(json(res).detail).toMatch(/^body\/recipient: has an EIP-55 checksum that does not match/);
+      body.recipient = ADDR.mixedCase;
+      expect((await post(body)).statusCode).toBe(200);
     });
 
     it('the boundaries just inside the rules are accepted', async () => {

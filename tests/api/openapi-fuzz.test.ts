@@ -52,6 +52,7 @@
 import { Ajv2020, type ValidateFunction } from 'ajv/dist/2020.js';
 import addFormatsModule from 'ajv-formats';
 import fc from 'fast-check';
+import { getAddress, isAddress } from 'viem';
 import { describe, expect, it } from 'vitest';
 import { PolicyStore } from '../../src/features/spend-policy/policies.js';
 import { ERROR_CODES } from '../../src/platform/errors.js';
@@ -328,6 +329,11 @@ function validPlain(schema: any, name: string, hint: (name: string, schema: any)
       if (schema.format === 'email') return fc.emailAddress().filter((e) => e.length <= max);
       if (schema.format === 'date-time') return fc.date({ noInvalidDate: true }).map((d) => d.toISOString());
       if (schema.pattern === TEXT_PATTERN) return textArb(min, max);
+      if (schema.format === ADDRESS_FORMAT) {
+        // Lower case, upper case, and EIP-55 checksummed; mixed case with a broken checksum is not valid.
+        const hex = fc.stringMatching(/^0x[0-9a-f]{40}$/);
+        return fc.oneof(hex, hex.map((a) => `0x${a.slice(2).toUpperCase()}`), hex.map((a) => getAddress(a)));
+      }
       if (schema.pattern) {
         const matching = fc.stringMatching(new RegExp(schema.pattern, 'u')).filter((s) => codePoints(s) >= min && codePoints(s) <= max);
         // Digit strings at their longest (a uint256 in 78 digits, a cursor in 18).
@@ -966,6 +972,10 @@ function build(w: World, op: Op, r: Req): Sent {
 
 const ajv = new Ajv2020({ strict: false, allErrors: true, validateFormats: true });
 (addFormatsModule as unknown as { default: (a: Ajv2020) => void }).default(ajv);
+// The document's own format for addresses: in mixed case, a valid EIP-55 checksum (viem's strict check).
+const ADDRESS_FORMAT = 'evm-address';
+const noChecksum = (hex: string) => hex === hex.toLowerCase() || hex === hex.toUpperCase();
+ajv.addFormat(ADDRESS_FORMAT, { type: 'string', validate: (s: string) => noChecksum(s.slice(2)) || isAddress(s, { strict: true }) });
 const compiled = new Map<object, ValidateFunction>();
 const validator = (schema: object) => {
   let v = compiled.get(schema);

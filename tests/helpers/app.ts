@@ -85,7 +85,7 @@ export const ADDR = {
   alice: '0x1111111111111111111111111111111111111111',
   bob: '0x2222222222222222222222222222222222222222',
   carol: '0x3333333333333333333333333333333333333333',
-  mixedCase: '0xAbCdEf0123456789aBcDeF0123456789AbCdEf01',
+  mixedCase: '0xabCDeF0123456789AbcdEf0123456789aBCDEF01',
 } as const;
 
 /** Parses a JSON response body, failing the test with the raw text when it is not JSON. */
