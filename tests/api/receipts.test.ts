@@ -289,7 +289,10 @@ describe('withdrawing a receipt key that leaked', () => {
     try {
       const p = await createPolicy(t);
       const made = await decide(t, p, { amount: '1' });
+      const pending = await decide(t, p, { amount: '30' });
+      const approved = json(await approve(t, pending.decision.decisionId, p.adminKey));
       const leaked = made.receipt.keyId;
+      expect(approved.receipt.keyId).toBe(leaked);
       expect(await kids(t)).toEqual([leaked]);
       expect(await withdrawReceiptKey(t.database, leaked)).toEqual({ kid: leaked, generatedKeyDeleted: true });
       // The running instance still holds the key, but no longer publishes it.
@@ -302,6 +305,16 @@ describe('withdrawing a receipt key that leaked', () => {
       expect(await kids(restarted[0]!)).toEqual([fresh]);
       const read = json(await readDecision(restarted[0]!, made.decision.decisionId, bearer(p.agentKey)));
       expect(read.receipt.keyId).toBe(fresh);
+      // An approved decision's receipt, stored signed by the withdrawn key, is re-issued too: it
+      // verifies with the JWKS alone, read and on an exact retry of its request.
+      const approvedRead = json(await readDecision(restarted[0]!, approved.decision.decisionId, bearer(p.agentKey)));
+      expect(approvedRead.decision).toEqual(approved.decision);
+      expect(approvedRead.receipt.keyId).toBe(fresh);
+      const jwks = json(await restarted[0]!.app.inject({ method: 'GET', url: '/.well-known/jwks.json' }));
+      expect((await verifyReceiptWithCli(approvedRead, jwks)).code).toBe(0);
+      const retried = await decide(restarted[0]!, p, { requestId: pending.decision.requestId, amount: '30' });
+      expect(retried.receipt.keyId).toBe(fresh);
+      expect((await verifyReceiptWithCli(retried, jwks)).code).toBe(0);
 
       // Nor a restart with a configured key: the generated key it used to publish is gone.
       restarted.push(await createTestApp({ database: t.database, clock: t.clock, config: { receiptSigningKey: newSeed() } }));

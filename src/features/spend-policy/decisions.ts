@@ -160,7 +160,7 @@ export class DecisionService {
    *
    * A decision's receipt is stored without its signature (see decideMany): signing it again
    * gives the very signature its first answer carried. Should the signing key have changed
-   * since, the old key can no longer sign, and the decision gets a fresh receipt.
+   * since, the decision gets a fresh receipt from the current key.
    */
   private stored(row: DecisionRow, now: Date): Omit<DecisionOutcome, 'replayed'> {
     const decision = toDecision(row, now);
@@ -168,8 +168,10 @@ export class DecisionService {
       return { decision, receipt: this.receiptFor(decision, now) };
     }
     const receipt = JSON.parse(row.receipt) as Receipt | UnsignedReceipt;
-    if (isSigned(receipt)) return { decision, receipt };
-    return { decision, receipt: this.signer.canComplete(receipt) ? this.signer.complete(receipt) : this.receiptFor(decision, now) };
+    // An approval's receipt is stored signed; it too is re-issued once its key is not ours any
+    // more (replaced, or withdrawn and no longer published, when it would never verify again).
+    if (!this.signer.canComplete(receipt)) return { decision, receipt: this.receiptFor(decision, now) };
+    return { decision, receipt: isSigned(receipt) ? receipt : this.signer.complete(receipt) };
   }
 
   async decide(req: DecisionRequest, key: AgentKey, now: Date): Promise<DecisionOutcome> {
