@@ -178,9 +178,15 @@ export class PaidReports {
       return this.sendGate(def, gate, true);
     }
     await unrefused();
-    const fromBlock = await (def.readsAnyChain ? this.deps.anyChain : this.deps.chain).getBlockNumber({ cacheTime: 0 }).catch(() => {
+    const head = await (def.readsAnyChain ? this.deps.anyChain : this.deps.chain).getBlockNumber({ cacheTime: 0 }).catch(() => {
       throw new AppError('upstream_unavailable', 'the chain could not be read; nothing was charged');
     });
+    // Where a search for this payment's settlement starts. Anyone holding the signed
+    // authorization (the payer's wallet, a relayer) can put it on chain from the moment verify
+    // said its nonce was unused, which may be blocks before this read (or the facilitator's node
+    // may lag ours): starting at the head would never find such a transfer, and the buyer would
+    // be charged with the report held back for good.
+    const fromBlock = head > SETTLEMENT_LOOKBACK_BLOCKS ? head - SETTLEMENT_LOOKBACK_BLOCKS : 0n;
     const produced = await def.produce(input, now);
 
     const storedAt = this.deps.clock.now().toISOString();
@@ -355,6 +361,13 @@ export class PaidReports {
     throw new AppError('payment_invalid', `${d.error.message}; sign a new payment for the challenge in PAYMENT-REQUIRED`, { headers: gate.headers });
   }
 }
+
+/**
+ * Blocks before the head (read right after verify) that a settlement search starts at: 200 s of
+ * Base blocks, more than a facilitator request may take (FACILITATOR_TIMEOUT_MS) plus any lag
+ * between the facilitator's node and ours. One eth_getLogs range covers it.
+ */
+export const SETTLEMENT_LOOKBACK_BLOCKS = 100n;
 
 const ReceiptSchemaRef = ReportReceipt;
 
