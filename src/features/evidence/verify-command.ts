@@ -1,6 +1,7 @@
 import { readFile } from 'node:fs/promises';
 import { digestOf } from '../../platform/canonical.js';
-import { isObject, receiptProblem, verifyChain, type JwksDocument } from './verify.js';
+import { repeatsMemberName } from '../../platform/json-members.js';
+import { RECEIPT_MEMBERS, isObject, receiptProblem, shown, unknownMembers, verifyChain, type JwksDocument } from './verify.js';
 
 type Out = { log: (s: string) => void; error: (s: string) => void };
 
@@ -15,10 +16,26 @@ async function loadJwks(source: string): Promise<JwksDocument> {
         return res.text();
       })
     : await readFile(source, 'utf8');
-  const doc = JSON.parse(text) as JwksDocument;
+  const doc = parseDocument(text, 'the JWKS') as JwksDocument;
   if (!doc || !Array.isArray(doc.keys)) throw new Error('the JWKS has no keys array');
   if (!doc.keys.every((k: unknown) => typeof k === 'object' && k !== null && !Array.isArray(k))) throw new Error('the JWKS lists a key that is not an object');
   return doc;
+}
+
+/** Thrown when a document's text says two things at once: it cannot be checked, and does not verify. */
+class AmbiguousDocument extends Error {}
+
+/**
+ * A document's JSON, as written: a leading byte-order mark (Windows tools write one) is not part
+ * of it; a member named twice in one object is refused. JSON.parse keeps the last of the two, a
+ * person or another reader may see the first: a saved answer could show "APPROVE" and 9999 USDC
+ * while the verifier checked the genuine members behind them.
+ */
+function parseDocument(text: string, what: string): unknown {
+  const json = text.startsWith('\uFEFF') ? text.slice(1) : text;
+  const value: unknown = JSON.parse(json);
+  if (repeatsMemberName(json, value)) throw new AmbiguousDocument(`${what} names a member twice in one object: what it says is ambiguous`);
+  return value;
 }
 
 /**
@@ -31,7 +48,7 @@ export const EXIT = { verified: 0, notVerified: 1, usage: 2, unchecked: 3 } as c
  * The JSON document and the JWKS a verify command names (`<file> --jwks <file|url>`), or its exit
  * code: 2 on bad usage, 3 when either cannot be read.
  */
-async function readArgs(args: string[], usage: string, out: Out): Promise<{ doc: unknown; jwks: JwksDocument } | number> {
+async function readArgs(args: string[], usage: string, out: Out): Promise<{ doc: unknown; jwks: JwksDocument; refused?: string } | number> {
   const at = args.indexOf('--jwks');
   const jwksSource = at >= 0 ? args[at + 1] : undefined;
   const files = args.filter((_, i) => at < 0 || (i !== at && i !== at + 1));
@@ -39,9 +56,19 @@ async function readArgs(args: string[], usage: string, out: Out): Promise<{ doc:
     out.error(`usage: paywarden ${usage}`);
     return EXIT.usage;
   }
+  let text: string;
+  let jwks: JwksDocument;
   try {
-    return { doc: JSON.parse(await readFile(files[0]!, 'utf8')), jwks: await loadJwks(jwksSource) };
+    text = await readFile(files[0]!, 'utf8');
+    jwks = await loadJwks(jwksSource);
   } catch (err) {
+    out.error(`paywarden: could not check: ${err instanceof Error ? err.message : String(err)}`);
+    return EXIT.unchecked;
+  }
+  try {
+    return { doc: parseDocument(text, 'the document'), jwks };
+  } catch (err) {
+    if (err instanceof AmbiguousDocument) return { doc: undefined, jwks, refused: err.message };
     out.error(`paywarden: could not check: ${err instanceof Error ? err.message : String(err)}`);
     return EXIT.unchecked;
   }
@@ -55,8 +82,8 @@ async function readArgs(args: string[], usage: string, out: Out): Promise<{ doc:
 export async function evidenceVerifyCommand(args: string[], out: Out): Promise<number> {
   const read = await readArgs(args, VERIFY_USAGE, out);
   if (typeof read === 'number') return read;
-  const result = verifyChain(read.doc, read.jwks);
-  out.log(JSON.stringify(result, null, 2));
+  const result = read.refused !== undefined ? { ok: false, problems: [read.refused] } : verifyChain(read.doc, read.jwks);
+  if (!print(out, result)) return EXIT.unchecked;
   if (!result.ok) out.error(`paywarden: evidence chain does NOT verify (${result.problems.length} problem(s))`);
   return result.ok ? EXIT.verified : EXIT.notVerified;
 }
@@ -76,7 +103,9 @@ export function answerReceiptProblems(doc: unknown, jwks: JwksDocument): { kind:
     const subjectId = isObject(decision) && typeof decision.decisionId === 'string' ? decision.decisionId : null;
     if (subjectId === null) return { kind, subjectId, problems: ['the document has no decision with a decisionId'] };
     const problem = receiptProblem(receipt, decision, subjectId, jwks, kind);
-    return { kind, subjectId, problems: problem ? [problem] : [] };
+    // The decision is signed whole; anything beside it or in the receipt is covered by nothing.
+    const unsigned = [...unknownMembers(doc, ['decision', 'receipt'], 'the answer'), ...unknownMembers(receipt, RECEIPT_MEMBERS, 'the receipt')];
+    return { kind, subjectId, problems: [...(problem ? [problem] : []), ...unsigned] };
   }
   if (kind === 'paid-report') {
     const report = Object.keys(rest).length === 1 && isObject(rest.report) ? rest.report : rest;
@@ -86,10 +115,11 @@ export function answerReceiptProblems(doc: unknown, jwks: JwksDocument): { kind:
     const problems: string[] = [];
     const problem = receiptProblem(receipt, subject, subjectId, jwks, kind);
     if (problem) problems.push(problem);
+    problems.push(...unknownMembers(receipt, [...RECEIPT_MEMBERS, 'subject'], 'the receipt'));
     if (subject.reportDigest !== digestOf(report)) problems.push('the report does not match the reportDigest its receipt signs');
     return { kind, subjectId, problems };
   }
-  return { kind, subjectId: null, problems: [`receipt kind ${String(receipt.kind)} is not a decision's or a paid report's`] };
+  return { kind: kind === null ? null : shown(kind), subjectId: null, problems: [`receipt kind ${shown(receipt.kind)} is not a decision's or a paid report's`] };
 }
 
 /**
@@ -99,9 +129,26 @@ export function answerReceiptProblems(doc: unknown, jwks: JwksDocument): { kind:
 export async function receiptVerifyCommand(args: string[], out: Out): Promise<number> {
   const read = await readArgs(args, RECEIPT_VERIFY_USAGE, out);
   if (typeof read === 'number') return read;
-  const result = answerReceiptProblems(read.doc, read.jwks);
+  let result: ReturnType<typeof answerReceiptProblems>;
+  try {
+    result = read.refused !== undefined ? { kind: null, subjectId: null, problems: [read.refused] } : answerReceiptProblems(read.doc, read.jwks);
+  } catch (err) {
+    // Canonical JSON refuses what no answer of the service holds (1e400, nesting too deep to walk).
+    result = { kind: null, subjectId: null, problems: [`the document could not be checked: ${err instanceof Error ? shown(err.message) : 'unreadable'}`] };
+  }
   const ok = result.problems.length === 0;
-  out.log(JSON.stringify({ ok, ...result }, null, 2));
+  if (!print(out, { ok, ...result })) return EXIT.unchecked;
   if (!ok) out.error(`paywarden: receipt does NOT verify (${result.problems.join('; ')})`);
   return ok ? EXIT.verified : EXIT.notVerified;
+}
+
+/** Prints a verification as JSON; false (after saying why) when it cannot be written out. */
+function print(out: Out, result: unknown): boolean {
+  try {
+    out.log(JSON.stringify(result, null, 2));
+    return true;
+  } catch (err) {
+    out.error(`paywarden: could not check: the result could not be printed (${err instanceof Error ? err.message : String(err)})`);
+    return false;
+  }
 }

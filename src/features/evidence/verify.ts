@@ -15,7 +15,8 @@ import {
   type ChainHead,
   type Intent,
 } from './hashing.js';
-import { Intent as IntentSchema } from './schemas.js';
+import { Receipt } from '../spend-policy/protected-schemas.js';
+import { ChainEventSchema, ChainHead as ChainHeadSchema, EvidenceChain, EvidenceChainId, Intent as IntentSchema } from './schemas.js';
 import { CLOSING_RESULT, FINAL_RESULTS, type SettlementResult } from './settlement.js';
 
 /**
@@ -57,21 +58,45 @@ interface ReceiptLike {
 }
 
 export const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
+/** A value of the document as a problem may quote it: at most 100 characters (a file can hold any length). */
+export const shown = (v: unknown): string => {
+  const s = String(v);
+  return s.length > 100 ? `${s.slice(0, 100)}… (${s.length} characters)` : s;
+};
+/** An Ed25519 signature in unpadded base64url: 64 bytes are 86 characters, nothing else. */
+const SIGNATURE = /^[A-Za-z0-9_-]{86}$/;
+export const RECEIPT_MEMBERS = Object.keys(Receipt.properties);
+const EVENT_MEMBERS = Object.keys(ChainEventSchema.properties);
+const HEAD_MEMBERS = Object.keys(ChainHeadSchema.properties);
+const CHAIN_MEMBERS = Object.keys(EvidenceChain.properties);
+
+/**
+ * Members of `value` (an object) that the service never writes there: none is covered by a hash
+ * or a signature, so a copy could carry any text in them (a "result": "MATCH" beside a signed
+ * UNKNOWN) and still verify. The document must be as the service returned it.
+ */
+export function unknownMembers(value: Record<string, unknown>, known: readonly string[], where: string): string[] {
+  const extra = Object.keys(value).filter((k) => !known.includes(k));
+  return extra.length === 0 ? [] : [`${where}: member(s) the service never writes there, covered by no signature: ${extra.slice(0, 5).map(shown).join(', ')}`];
+}
 const ISO_INSTANT = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,9})?Z$/;
 
 /** Checks one receipt over `subject`; returns the problem, or null when it verifies. */
 export function receiptProblem(receipt: unknown, subject: unknown, subjectId: string, jwks: JwksDocument, kind?: string): string | null {
   if (!isObject(receipt)) return 'receipt missing';
   const r = receipt as ReceiptLike;
-  if (r.alg !== 'EdDSA') return `receipt alg ${String(r.alg)} is not EdDSA`;
-  if (kind !== undefined && r.kind !== kind) return `receipt kind ${String(r.kind)}, expected ${kind}`;
-  if (r.subjectId !== subjectId) return `receipt names subject ${String(r.subjectId)}, expected ${subjectId}`;
+  if (r.alg !== 'EdDSA') return `receipt alg ${shown(r.alg)} is not EdDSA`;
+  if (kind !== undefined && r.kind !== kind) return `receipt kind ${shown(r.kind)}, expected ${kind}`;
+  if (r.subjectId !== subjectId) return `receipt names subject ${shown(r.subjectId)}, expected ${shown(subjectId)}`;
   if (typeof r.digest !== 'string' || r.digest !== digestOf(subject)) return 'receipt digest does not match the content';
   const jwk = jwks.keys.find((k) => k.kid === r.keyId);
-  if (!jwk || jwk.kty !== 'OKP' || jwk.crv !== 'Ed25519' || typeof jwk.x !== 'string') return `no Ed25519 key ${String(r.keyId)} in the JWKS`;
+  if (!jwk || jwk.kty !== 'OKP' || jwk.crv !== 'Ed25519' || typeof jwk.x !== 'string') return `no Ed25519 key ${shown(r.keyId)} in the JWKS`;
+  // Node's base64url decoder skips what it cannot read: a signature with characters added,
+  // padding or +/ would verify while not being the text that was signed.
+  if (typeof r.signature !== 'string' || !SIGNATURE.test(r.signature)) return 'receipt signature is not 86 base64url characters';
   try {
     const key = createPublicKey({ key: { kty: 'OKP', crv: 'Ed25519', x: jwk.x }, format: 'jwk' });
-    const ok = verifySignature(null, Buffer.from(r.digest.slice('sha256:'.length), 'hex'), key, Buffer.from(String(r.signature), 'base64url'));
+    const ok = verifySignature(null, Buffer.from(r.digest.slice('sha256:'.length), 'hex'), key, Buffer.from(r.signature, 'base64url'));
     return ok ? null : 'receipt signature does not verify';
   } catch {
     return 'receipt signature does not verify';
@@ -97,6 +122,9 @@ function decisionProblems(decision: Record<string, unknown>, intent: Intent): st
 }
 
 const validIntent = compileBodyValidator(IntentSchema, 'intent');
+const chainIdPattern = new RegExp((EvidenceChainId as { pattern?: string }).pattern!);
+const validChainId = (v: string) => chainIdPattern.test(v);
+const DIGEST = /^sha256:[0-9a-f]{64}$/;
 
 /** Why `value` is not an intent as the service stores it (null when it is). */
 function strictIntentProblem(value: unknown): string | null {
@@ -117,7 +145,7 @@ function eventShapeProblem(raw: unknown): string | null {
     if (typeof raw[field] !== 'string') return `${field} is not a string`;
   }
   if (!Number.isSafeInteger(raw.sequence)) return 'sequence is not an integer';
-  if (!(EVENT_TYPES as readonly string[]).includes(raw.eventType as string)) return `unknown eventType ${String(raw.eventType)}`;
+  if (!(EVENT_TYPES as readonly string[]).includes(raw.eventType as string)) return `unknown eventType ${shown(raw.eventType)}`;
   if (!ISO_INSTANT.test(raw.createdAt as string) || Number.isNaN(Date.parse(raw.createdAt as string))) return 'createdAt is not a UTC date-time';
   if (raw.eventType === 'TRANSACTION_PREFLIGHT_COMPLETED' && (!isObject(raw.body.input) || typeof raw.body.inputDigest !== 'string')) {
     return 'a preflight event needs body.input (an object) and body.inputDigest';
@@ -160,9 +188,9 @@ class Grammar {
       }
     }
     const seen = this.ids.get(e.evidenceId);
-    if (seen) out.push(`${at}: evidenceId ${e.evidenceId} is also event ${seen}'s`);
+    if (seen) out.push(`${at}: evidenceId ${shown(e.evidenceId)} is also event ${seen}'s`);
     else this.ids.set(e.evidenceId, n);
-    if (this.lastCreatedAt !== undefined && Date.parse(e.createdAt) < Date.parse(this.lastCreatedAt)) out.push(`${at}: createdAt ${e.createdAt} is before the previous event's`);
+    if (this.lastCreatedAt !== undefined && Date.parse(e.createdAt) < Date.parse(this.lastCreatedAt)) out.push(`${at}: createdAt ${shown(e.createdAt)} is before the previous event's`);
     this.lastCreatedAt = e.createdAt;
     return out;
   }
@@ -173,9 +201,14 @@ function headProblems(head: unknown, chainId: string, events: unknown[], jwks: J
   if (head === undefined) return ['no signed head: events may have been cut off the end (read the chain from the service again to get one)'];
   if (!isObject(head)) return ['head: malformed'];
   const h = head as unknown as ChainHead;
-  const out: string[] = [];
+  const out: string[] = unknownMembers(head, HEAD_MEMBERS, 'head');
+  if (isObject(h.receipt)) {
+    out.push(...unknownMembers(h.receipt, RECEIPT_MEMBERS, 'head: receipt'));
+    // The receipt's own issuedAt is not signed; the head's is (headSubject): they must agree.
+    if (h.receipt.issuedAt !== h.issuedAt) out.push("head: the receipt's issuedAt is not the head's");
+  }
   if (h.evidenceChainId !== chainId) out.push('head: names another chain');
-  if (h.length !== events.length) out.push(`head: the chain had ${String(h.length)} event(s) when read, this document has ${events.length}`);
+  if (h.length !== events.length) out.push(`head: the chain had ${shown(h.length)} event(s) when read, this document has ${events.length}`);
   const last = events.at(-1);
   if (!isObject(last) || h.headHash !== last.hash) out.push("head: headHash is not the last event's hash");
   const problem = receiptProblem(h.receipt, headSubject(h), chainId, jwks, HEAD_RECEIPT_KIND);
@@ -214,7 +247,16 @@ function audit(doc: unknown, jwks: JwksDocument): ChainVerification {
     problems.push('not an evidence chain: evidenceChainId, intent, intentDigest and events are required');
     return report();
   }
+  if (!validChainId(doc.evidenceChainId)) {
+    problems.push(`not an evidence chain: evidenceChainId ${shown(doc.evidenceChainId)} is not ec_ and 32 hex characters`);
+    return report();
+  }
+  if (!DIGEST.test(doc.intentDigest)) {
+    problems.push(`not an evidence chain: intentDigest ${shown(doc.intentDigest)} is not sha256: and 64 hex characters`);
+    return report({ evidenceChainId: doc.evidenceChainId });
+  }
   const chainId = doc.evidenceChainId;
+  problems.push(...unknownMembers(doc, CHAIN_MEMBERS, 'the document'));
   // The intent exactly as an intent is accepted (no other properties, chain base, asset USDC)
   // and in the normalised form its digest covers: normalising first would let fields the digest
   // fixes or drops (chain, asset, unknown properties) be edited unseen.
@@ -224,7 +266,7 @@ function audit(doc: unknown, jwks: JwksDocument): ChainVerification {
     return report({ evidenceChainId: chainId });
   }
   const intent = doc.intent as unknown as Intent;
-  if (intentDigestOf(intent) !== doc.intentDigest) problems.push(`intentDigest ${doc.intentDigest} is not the digest of the intent (${intentDigestOf(intent)})`);
+  if (intentDigestOf(intent) !== doc.intentDigest) problems.push(`intentDigest ${shown(doc.intentDigest)} is not the digest of the intent (${intentDigestOf(intent)})`);
   if (doc.policyId !== undefined && doc.policyId !== intent.policyId) problems.push('policyId differs from the intent');
   if (doc.requestId !== undefined && doc.requestId !== intent.requestId) problems.push('requestId differs from the intent');
   // A chain is created together with its first event, at one time: that event's hash covers it.
@@ -245,12 +287,15 @@ function audit(doc: unknown, jwks: JwksDocument): ChainVerification {
       problems.push(`${at}: malformed (${malformed})`);
       return;
     }
+    problems.push(...unknownMembers(raw as Record<string, unknown>, EVENT_MEMBERS, at));
+    const linkReceipt = (raw as Record<string, unknown>).linkReceipt;
+    if (isObject(linkReceipt)) problems.push(...unknownMembers(linkReceipt, RECEIPT_MEMBERS, `${at}: link receipt`));
     // Whatever else is odd about the event is a problem of the report, never a crash.
     try {
       const e = raw as unknown as ChainEvent;
       const link = nextLink(doc.intentDigest as string, last);
       const hash = eventHash(chainId, e);
-      if (e.sequence !== link.sequence) problems.push(`${at}: sequence ${String(e.sequence)}, expected ${link.sequence}`);
+      if (e.sequence !== link.sequence) problems.push(`${at}: sequence ${shown(e.sequence)}, expected ${link.sequence}`);
       if (e.prevHash !== link.prevHash) problems.push(`${at}: prevHash does not link to ${i === 0 ? 'the intent digest' : 'the previous event'}`);
       if (e.hash !== hash) problems.push(`${at} (${e.eventType}): hash does not match its content`);
       problems.push(...grammar.problems(i + 1, e));
