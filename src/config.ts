@@ -159,6 +159,9 @@ function isProxyAddress(entry: string): boolean {
   const range = entry.slice(slash + 1);
   if (/^[0-9]{1,3}$/.test(range)) {
     const bits = Number(range);
+    // proxy-addr matches an IPv4-mapped range (::ffff:10.0.0.0/104) against IPv4 clients only
+    // from /96 up: a shorter one would be accepted and then trust no proxy at all.
+    if (kind === 6 && /^::ffff:/i.test(addr) && isIP(addr.slice(7)) === 4) return bits >= 96 && bits <= 128;
     return bits >= 1 && bits <= (kind === 6 ? 128 : 32);
   }
   // An IPv4 netmask such as 255.255.255.0: contiguous ones, then zeros.
@@ -196,6 +199,13 @@ function urlProblem(name: string, value: string, base: boolean): string | undefi
       return undefined;
     }
     const url = new URL(value);
+    // ioredis reads the path (or ?db=) as the database index: anything but digits becomes NaN,
+    // and its SELECT NaN then fails unhandled once connected, killing the running service.
+    if (name === 'REDIS_URL') {
+      const db = url.searchParams.get('db') ?? url.pathname.replace(/^\//, '');
+      if (db !== '' && !/^[0-9]{1,9}$/.test(db)) return `${name}: the database index (the path, or ?db=) must be a whole number, such as redis://127.0.0.1:6379/0`;
+      return undefined; // a password in it is how Redis is given one
+    }
     // A user name or password: viem (BASE_RPC_URLS) sends them as basic auth; fetch (the other
     // URLs) refuses such a URL at every request, with an error that quotes it whole into the log.
     if (url.username || url.password) {
@@ -257,6 +267,7 @@ export function parseConfig(source: Record<string, string | undefined> = process
   }
   const urls: Array<[string, string | undefined, boolean]> = [
     ['DATABASE_URL', env.DATABASE_URL.startsWith('postgres') ? env.DATABASE_URL : undefined, false],
+    ['REDIS_URL', env.REDIS_URL, false],
     ['PUBLIC_BASE_URL', env.PUBLIC_BASE_URL, true],
     ['FACILITATOR_URL', env.FACILITATOR_URL, true],
     ['MARKET_DEXSCREENER_URL', env.MARKET_DEXSCREENER_URL, true],

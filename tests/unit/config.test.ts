@@ -96,6 +96,10 @@ describe('parseConfig', () => {
     expect(parseConfig({ RATE_LIMITS: value }).rateLimits).toBe(expected);
   });
 
+  it.each(['redis://127.0.0.1:6379', 'redis://127.0.0.1:6379/', 'redis://127.0.0.1:6379/3', 'rediss://:s3cret@redis.example:6380/0', 'redis://127.0.0.1:6379?db=2'])('accepts REDIS_URL %s', (url) => {
+    expect(parseConfig({ REDIS_URL: url }).redisUrl).toBe(url);
+  });
+
   it.each([
     'sqlite:./data/x.sqlite',
     'sqlite::memory:',
@@ -123,6 +127,11 @@ describe('parseConfig', () => {
     ['RATE_LIMITS', 'yes'],
     ['RATE_LIMITS', 'disabled'],
     ['REDIS_URL', 'localhost:6379'],
+    // ioredis would SELECT NaN once connected, an unhandled rejection that kills the service.
+    ['REDIS_URL', 'redis://127.0.0.1:6379/db0'],
+    ['REDIS_URL', 'redis://127.0.0.1:6379/?db=abc'],
+    ['REDIS_URL', 'redis://127.0.0.1:6379/-1'],
+    ['REDIS_URL', 'redis://127.0.0.1:99999'],
     ['PUBLIC_BASE_URL', 'ftp://example.com'],
     ['PUBLIC_BASE_URL', 'example.com'],
     ['LEAD_LIMIT', 'ten'],
@@ -147,6 +156,8 @@ describe('parseConfig', () => {
     ['TRUST_PROXY', '10.0.0.0/0'],
     ['TRUST_PROXY', '10.0.0.0/255.0.255.0'],
     ['TRUST_PROXY', '300.1.1.1'],
+    // An IPv4-mapped range under /96 matches no IPv4 client in proxy-addr (10.0.0.0/8 is /104).
+    ['TRUST_PROXY', '::ffff:10.0.0.0/8'],
     // Values the pattern lets through but their client could not use.
     ['DATABASE_URL', 'postgres://u:pw@[bad/db'],
     ['DATABASE_URL', 'postgres://u:pw@db.example:99999/db'],
@@ -271,7 +282,7 @@ describe('parseConfig', () => {
     await expect(checkCdpKey({ cdpApiKeyId: undefined, cdpApiKeySecret: undefined })).resolves.toBeUndefined();
   });
 
-  it.each(['127.0.0.1', '::1', '10.0.0.0/8', 'fd00::/8', '10.0.0.0/255.0.0.0', 'loopback', 'linklocal', 'uniquelocal', '10.0.0.1, 10.0.0.2'])(
+  it.each(['127.0.0.1', '::1', '10.0.0.0/8', '::ffff:10.0.0.0/104', 'fd00::/8', '10.0.0.0/255.0.0.0', 'loopback', 'linklocal', 'uniquelocal', '10.0.0.1, 10.0.0.2'])(
     'accepts TRUST_PROXY %j',
     (value) => {
       expect(parseConfig({ TRUST_PROXY: value }).trustProxy.length).toBeGreaterThan(0);
