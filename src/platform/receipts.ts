@@ -59,7 +59,11 @@ export class ReceiptSigner {
     }
     await signer.publish(database.db);
     // A key generated before RECEIPT_SIGNING_KEY was set signed receipts too: publish it as well.
-    const earlier = await generatedKey(database.db);
+    // One that cannot be read cannot be published; it must not stop a start that does not need it.
+    const earlier = await generatedKey(database.db).catch((err: unknown) => {
+      if (err instanceof UnreadableGeneratedKey) return undefined;
+      throw err;
+    });
     if (earlier && !(await isWithdrawn(database, earlier.signer.jwk.kid))) await earlier.signer.publish(database.db);
     return signer;
   }
@@ -191,7 +195,21 @@ const WITHDRAWN_PREFIX = 'receipt_withdrawn_key:';
 /** The key the service generated and keeps in the database, if any. */
 async function generatedKey(db: Tx): Promise<{ pem: string; signer: ReceiptSigner } | undefined> {
   const row = await db.selectFrom('kv').select('value').where('key', '=', KV_KEY).executeTakeFirst();
-  return row && { pem: row.value, signer: ReceiptSigner.fromPrivateKey(createPrivateKey(row.value)) };
+  if (!row) return undefined;
+  try {
+    return { pem: row.value, signer: ReceiptSigner.fromPrivateKey(createPrivateKey(row.value)) };
+  } catch (err) {
+    throw new UnreadableGeneratedKey(err);
+  }
+}
+
+/** The generated key's row holds no Ed25519 private key (edited or damaged): said with the row, never its content. */
+export class UnreadableGeneratedKey extends Error {
+  constructor(cause: unknown) {
+    super(
+      `the receipt signing key kept in the database (table kv, key ${KV_KEY}) cannot be read (${cause instanceof Error ? cause.message : String(cause)}): restore the database from a backup, or set RECEIPT_SIGNING_KEY (receipts of the unreadable key then stop verifying)`,
+    );
+  }
 }
 
 const isWithdrawn = async (database: Database, kid: string) =>

@@ -265,6 +265,26 @@ describe('decision receipts', () => {
     await expect(createTestApp({ database: t.database, clock: t.clock, config: { receiptSigningKey: pem } })).rejects.toThrow(/^RECEIPT_SIGNING_KEY: /);
   });
 
+  it('a damaged generated key in the database stops a start naming its row; with RECEIPT_SIGNING_KEY set the service starts', async () => {
+    const own = await createTestApp();
+    try {
+      await own.database.db.updateTable('kv').set({ value: '-----BEGIN PRIVATE KEY-----\ngarbage\n-----END PRIVATE KEY-----\n' }).where('key', '=', 'receipt_signing_key').execute();
+      await expect(createTestApp({ database: own.database, clock: own.clock })).rejects.toThrow(/^the receipt signing key kept in the database \(table kv, key receipt_signing_key\) cannot be read .*set RECEIPT_SIGNING_KEY/);
+      const seed = generateKeyPairSync('ed25519').privateKey.export({ format: 'jwk' }).d!;
+      const configured = await createTestApp({ database: own.database, clock: own.clock, config: { receiptSigningKey: seed } });
+      try {
+        const p = await createPolicy(configured);
+        const made = await decide(configured, p, { amount: '2' });
+        const jwks = json(await configured.app.inject({ method: 'GET', url: '/.well-known/jwks.json' }));
+        expect((await verifyReceiptWithCli(made, jwks)).code).toBe(0);
+      } finally {
+        await configured.app.close();
+      }
+    } finally {
+      await own.close();
+    }
+  });
+
   it('another instance on the same database signs with the same published key', async () => {
     const second = await createTestApp({ database: t.database, clock: t.clock });
     try {
