@@ -7,6 +7,7 @@ import type { Clock } from './platform/clock.js';
 import type { Database } from './platform/db/database.js';
 import { installCors } from './platform/cors.js';
 import { BODY_LIMIT, clientError, frameworkError, refuseConnect, refuseExpectation, genReqId, HTTP_OPTIONS, installErrorHandling, installValidators } from './platform/http.js';
+import { ADDRESS_FORMAT } from './platform/schemas.js';
 import { openApiOptions } from './platform/openapi.js';
 import { redactKeys } from './platform/errors.js';
 import type { RateLimiter } from './platform/rate-limit.js';
@@ -106,6 +107,9 @@ export async function buildApp(deps: AppDeps): Promise<App> {
     routerOptions: { ignoreTrailingSlash: true },
     frameworkErrors: frameworkError,
     clientErrorHandler: clientError,
+    // The serializer's own ajv (it picks anyOf branches) needs to know the address format too,
+    // or it warns on every response schema holding an address; any address written passes.
+    serializerOpts: { ajv: { formats: { [ADDRESS_FORMAT]: true } } },
     ...HTTP_OPTIONS,
   }).withTypeProvider<TypeBoxTypeProvider>();
 

@@ -1,6 +1,7 @@
 import Ajv from 'ajv';
 import addFormats from 'ajv-formats';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { isAddress } from 'viem';
 import type { App } from '../../src/app.js';
 import { NETWORK, PAID_REPORTS, USDC_ADDRESS } from '../../src/platform/prices.js';
 import { ADDR, createTestApp, createTestAppWith, json, type TestApp } from '../helpers/app.js';
@@ -87,13 +88,16 @@ describe('GET /api/services', () => {
   it('the published input schema accepts what the service accepts and rejects what it rejects', async () => {
     const evaluate = (catalogue.freeTools as Entry[]).find((e) => e.endpoint === '/api/spendpolicy/evaluate')!;
     const ajv = addFormats.default(new Ajv.default({ strict: false }));
+    // The address format, as its description states it: mixed case carries a valid EIP-55 checksum.
+    ajv.addFormat('evm-address', (s: string) => s.slice(2) === s.slice(2).toLowerCase() || s.slice(2) === s.slice(2).toUpperCase() || isAddress(s, { strict: true }));
     const validate = ajv.compile(evaluate.inputSchema!);
     const good = evaluateBody();
     expect(validate(good)).toBe(true);
     expect((await t.app.inject({ method: 'POST', url: '/api/spendpolicy/evaluate', payload: good })).statusCode).toBe(200);
-    const bad = { ...good, amount: '1.0000001' };
-    expect(validate(bad)).toBe(false);
-    expect((await t.app.inject({ method: 'POST', url: '/api/spendpolicy/evaluate', payload: bad })).statusCode).toBe(400);
+    for (const bad of [{ ...good, amount: '1.0000001' }, { ...good, recipient: ADDR.mixedCase.replace('abCD', 'abCd') }]) {
+      expect(validate(bad)).toBe(false);
+      expect((await t.app.inject({ method: 'POST', url: '/api/spendpolicy/evaluate', payload: bad })).statusCode).toBe(400);
+    }
   });
 
   it('lists only endpoints this build serves', () => {
