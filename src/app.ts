@@ -8,7 +8,7 @@ import type { Database } from './platform/db/database.js';
 import { installCors } from './platform/cors.js';
 import { BODY_LIMIT, clientError, frameworkError, refuseConnect, refuseExpectation, genReqId, HTTP_OPTIONS, installErrorHandling, installValidators } from './platform/http.js';
 import { ADDRESS_FORMAT } from './platform/schemas.js';
-import { openApiOptions } from './platform/openapi.js';
+import { installOptionalBodies, openApiOptions } from './platform/openapi.js';
 import { redactKeys } from './platform/errors.js';
 import type { RateLimiter } from './platform/rate-limit.js';
 import { catalogueRoutes } from './features/catalogue/routes.js';
@@ -116,6 +116,7 @@ export async function buildApp(deps: AppDeps): Promise<App> {
   app.server.on('connect', refuseConnect.bind(app));
   app.server.on('checkExpectation', refuseExpectation.bind(app));
   installValidators(app);
+  installOptionalBodies(app);
   installErrorHandling(app);
   installCors(app);
   await app.register(swagger, openApiOptions(deps.config));

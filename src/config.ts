@@ -2,8 +2,8 @@ import { isIP } from 'node:net';
 import { Type, type Static } from 'typebox';
 import { Value } from 'typebox/value';
 import { parse as parsePgUrl } from 'pg-connection-string';
-import { isAddress } from 'viem';
 import { USDC_ADDRESS } from './platform/prices.js';
+import { ADDRESS_PATTERN, checksumHolds } from './platform/schemas.js';
 
 /**
  * Every environment variable the service reads, in one schema. It is parsed once at start; a
@@ -79,7 +79,7 @@ export const EnvSchema = Type.Object({
   }),
   CDP_API_KEY_ID: optional('Coinbase CDP API key id, for the production facilitator'),
   CDP_API_KEY_SECRET: optional('Coinbase CDP API key secret, for the production facilitator'),
-  PAY_TO: optional('Address that receives report payments; paid reports answer 503 until it is set', '^0x[0-9a-fA-F]{40}$'),
+  PAY_TO: optional('Address that receives report payments; paid reports answer 503 until it is set', ADDRESS_PATTERN),
   MIN_CONFIRMATIONS: int(1, 'Confirmations before a transfer counts as settled or verified'),
   FACILITATOR_TIMEOUT_MS: int(15000, 'Timeout of each facilitator request; a settle that times out answers 202 (pending)', TIMEOUT_DIGITS),
   RPC_TIMEOUT_MS: int(10000, 'Timeout of each Base RPC request', TIMEOUT_DIGITS),
@@ -179,8 +179,7 @@ function isProxyAddress(entry: string): boolean {
 function payToProblems(payTo: string): string[] {
   if (/^0x0{40}$/i.test(payTo)) return ['PAY_TO: the zero address cannot receive payments'];
   if (payTo.toLowerCase() === USDC_ADDRESS.toLowerCase()) return ['PAY_TO: the USDC contract itself cannot receive payments (they would be lost)'];
-  const mixedCase = payTo.slice(2) !== payTo.slice(2).toLowerCase() && payTo.slice(2) !== payTo.slice(2).toUpperCase();
-  if (mixedCase && !isAddress(payTo, { strict: true })) {
+  if (!checksumHolds(payTo)) {
     return ['PAY_TO: the EIP-55 checksum of this mixed-case address does not match: a character is wrong; copy the address again from where it came from'];
   }
   return [];

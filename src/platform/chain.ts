@@ -12,11 +12,6 @@ import { AppError } from './errors.js';
 export type ChainClient = PublicClient<Transport, typeof base>;
 
 /**
- * Longest JSON-RPC answer read. The largest the service asks for is the preflight's eth_getLogs
- * of one sender's USDC transfers over 10,000 blocks (about 700 bytes a log); a longer answer is
- * a transport failure, as viem reports any other (see boundedFetch).
- */
-/**
  * The gas price of every simulated call (token-risk trades, the transaction preflight): 0.01
  * gwei, a usual Base fee. A node simulates at gas price 0 unless told otherwise, and a contract
  * can tell: `if (tx.gasprice > 0) revert()` on sells, say, is a honeypot that every zero-fee
@@ -24,6 +19,11 @@ export type ChainClient = PublicClient<Transport, typeof base>;
  */
 export const SIMULATED_GAS_PRICE = 10_000_000n;
 
+/**
+ * Longest JSON-RPC answer read. The largest the service asks for is the preflight's eth_getLogs
+ * of one sender's USDC transfers over 10,000 blocks (about 700 bytes a log); a longer answer is
+ * a transport failure, as viem reports any other (see boundedFetch).
+ */
 export const MAX_RPC_BODY_BYTES = 8 * 1024 * 1024;
 const readRpcAnswer = boundedFetch(MAX_RPC_BODY_BYTES);
 

@@ -1,4 +1,5 @@
 import type { SwaggerOptions } from '@fastify/swagger';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { Config } from '../config.js';
 import { NETWORK, USDC_ADDRESS } from './prices.js';
 import { problems } from './schemas.js';
@@ -55,19 +56,26 @@ export function openApiOptions(config: Config): SwaggerOptions {
 }
 
 /**
- * Marks a route whose body may be left out (its preValidation supplies one): put
- * `[OPTIONAL_BODY]: true` in the route schema. @fastify/swagger marks every body required.
+ * Marks a route whose body may be left out: put `[OPTIONAL_BODY]: true` in the route schema.
+ * @fastify/swagger marks every body required; installOptionalBodies makes the route accept none.
  */
 export const OPTIONAL_BODY = 'x-optional-body';
 
 /**
- * preValidation of a route whose body is optional (with `[OPTIONAL_BODY]: true` in its schema): no
- * body is validated as `{}`; a body that is there (JSON null included) must be the object the
- * schema describes, unknown members refused.
+ * For every route marked OPTIONAL_BODY registered after this: no body is validated as `{}`; a
+ * body that is there (JSON null included) must be the object the schema describes, unknown
+ * members refused.
  */
-export const absentBodyIsEmpty = async (request: { body: unknown }): Promise<void> => {
-  if (request.body === undefined) request.body = {};
-};
+export function installOptionalBodies(app: FastifyInstance): void {
+  const absentBodyIsEmpty = async (request: FastifyRequest): Promise<void> => {
+    if (request.body === undefined) request.body = {};
+  };
+  app.addHook('onRoute', (route) => {
+    if (!(route.schema as Record<string, unknown> | undefined)?.[OPTIONAL_BODY]) return;
+    const own = route.preValidation === undefined ? [] : Array.isArray(route.preValidation) ? route.preValidation : [route.preValidation];
+    route.preValidation = [absentBodyIsEmpty, ...own];
+  });
+}
 
 type Header = { description?: string; required?: boolean; schema: object };
 type Response = { description: string; headers?: Record<string, Header>; content?: Record<string, { schema?: object }> };

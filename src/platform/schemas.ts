@@ -23,10 +23,11 @@ export const UINT256_DIGITS_PATTERN = '^[0-9]{1,78}$';
  * pattern's error is reported.)
  */
 export const ADDRESS_FORMAT = 'evm-address';
+const ADDRESS_RE = new RegExp(ADDRESS_PATTERN);
 export function checksumHolds(value: string): boolean {
-  if (!/^0x[0-9a-fA-F]{40}$/.test(value)) return true;
+  // viem's strict check passes all lower case and checks the checksum of mixed case.
   const hex = value.slice(2);
-  return hex === hex.toLowerCase() || hex === hex.toUpperCase() || isAddress(value, { strict: true });
+  return !ADDRESS_RE.test(value) || hex === hex.toUpperCase() || isAddress(value, { strict: true });
 }
 export const ADDRESS_FORMAT_MESSAGE = 'has an EIP-55 checksum that does not match (mixed case): a character is wrong; copy the address again from where it came from';
 export const Address = (description = 'Base address: 0x followed by 40 hex characters; in mixed case, a valid EIP-55 checksum') =>

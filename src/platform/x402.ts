@@ -73,7 +73,7 @@ const ExactEvmPayment = Type.Object({
 });
 type ExactEvmPayment = Static<typeof ExactEvmPayment>;
 /** A transaction hash as a settlement names it. */
-const TX_HASH = /^0x[0-9a-fA-F]{64}$/;
+const TX_HASH = new RegExp(BYTES32_PATTERN);
 const checkPayment = compileBodyValidator(ExactEvmPayment, 'PAYMENT-SIGNATURE');
 
 /**

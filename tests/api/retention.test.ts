@@ -6,6 +6,7 @@ import { GroupCommitter } from '../../src/platform/db/group-commit.js';
 import { PURGE_CHUNK_ROWS } from '../../src/platform/db/tx.js';
 import { createTestApp, json, type TestApp } from '../helpers/app.js';
 import { expectProblem } from '../helpers/problems.js';
+import { suiteFixture } from '../helpers/suite.js';
 import {
   approve,
   bearer,
@@ -193,13 +194,7 @@ describe('pilot policy retention', () => {
 });
 
 describe('a change read before a purge and written after it', () => {
-  let t: TestApp;
-  beforeAll(async () => {
-    t = await createTestApp();
-  });
-  afterAll(async () => {
-    await t.close();
-  });
+  const t = suiteFixture(() => createTestApp());
 
   /**
    * The purge (the CLI, or another instance whose clock is a little ahead) runs between a
@@ -316,13 +311,7 @@ describe('purging a policy with a long history', () => {
  * with an unrelated policy's decision still commits (it used to throw, failing both with 500).
  */
 describe('a just-expired approval read while its policy is purged', () => {
-  let t: TestApp;
-  beforeAll(async () => {
-    t = await createTestApp();
-  });
-  afterAll(async () => {
-    await t.close();
-  });
+  const t = suiteFixture(() => createTestApp());
 
   it('answers 410, and the decision batched with it is made', async () => {
     t.clock.set(START);

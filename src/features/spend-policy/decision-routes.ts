@@ -2,7 +2,7 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';
 import type { AppDeps } from '../../app.js';
 import { problems } from '../../platform/schemas.js';
-import { absentBodyIsEmpty, OPTIONAL_BODY } from '../../platform/openapi.js';
+import { OPTIONAL_BODY } from '../../platform/openapi.js';
 import type { DecisionService } from './decisions.js';
 import { checkKey } from './policies.js';
 import { ApproveRequest, DecisionId, DecisionRequest, DecisionWithReceipt } from './protected-schemas.js';
@@ -51,8 +51,6 @@ export const decisionRoutes: FastifyPluginAsyncTypebox<AppDeps & { decisions: De
   app.post(
     '/api/spendpolicy/decisions/:decisionId/approve',
     {
-      // The body is optional: a bare POST approves without a note.
-      preValidation: absentBodyIsEmpty,
       schema: {
         tags: ['spend-policy'],
         summary: 'Approve a pending HUMAN_APPROVAL decision (admin key); spends the budget now',
@@ -61,6 +59,7 @@ export const decisionRoutes: FastifyPluginAsyncTypebox<AppDeps & { decisions: De
         security: [{ adminKey: [] }],
         params: Params,
         body: ApproveRequest,
+        // A bare POST approves without a note.
         [OPTIONAL_BODY]: true,
         response: { 200: DecisionWithReceipt, ...problems(400, 401, 404, 409, 410, 413, 415) },
       },

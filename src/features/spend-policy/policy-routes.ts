@@ -3,7 +3,7 @@ import { Type } from 'typebox';
 import type { AppDeps } from '../../app.js';
 import { AppError } from '../../platform/errors.js';
 import { noStore } from '../../platform/http.js';
-import { absentBodyIsEmpty, OPTIONAL_BODY } from '../../platform/openapi.js';
+import { OPTIONAL_BODY } from '../../platform/openapi.js';
 import { problems } from '../../platform/schemas.js';
 import type { DecisionService } from './decisions.js';
 import { authorizePolicy, checkKey, PolicyStore, toPolicy, type PolicyRow } from './policies.js';
@@ -173,7 +173,6 @@ export const policyRoutes: FastifyPluginAsyncTypebox<AppDeps & { decisions: Deci
     '/api/spendpolicy/policies/:policyId/agent-key',
     {
       onSend: noStore,
-      preValidation: absentBodyIsEmpty,
       schema: {
         tags: ['spend-policy'],
         summary: 'Replace the agent key (admin key); the old one stops working at once',
@@ -199,7 +198,6 @@ export const policyRoutes: FastifyPluginAsyncTypebox<AppDeps & { decisions: Deci
     '/api/spendpolicy/policies/:policyId/admin-key',
     {
       onSend: noStore,
-      preValidation: absentBodyIsEmpty,
       schema: {
         tags: ['spend-policy'],
         summary: 'Replace the admin key (admin key); the old one stops working at once',
