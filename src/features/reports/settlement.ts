@@ -3,6 +3,7 @@ import type { AppDeps } from '../../app.js';
 import { digestOf } from '../../platform/canonical.js';
 import { AppError } from '../../platform/errors.js';
 import { formatUsdc } from '../../platform/money.js';
+import type { Receipt } from '../../platform/receipts.js';
 import type { PaymentGateway, PaymentPayload, PaymentRequirements } from '../../platform/x402.js';
 import type { PaidReportRow, PaidReportStore } from './store.js';
 import type { PaymentDeps } from './pipeline.js';
@@ -12,6 +13,9 @@ export type Delivery =
   | { kind: 'report'; reportId: string; report: Record<string, unknown>; receipt: unknown; headers: Record<string, string> }
   | { kind: 'pending'; body: { status: 'pending'; orderId: string; recoveryKey?: string; retryAfter: number; reason: string }; headers: Record<string, string> }
   | { kind: 'error'; error: AppError; headers: Record<string, string> };
+
+/** A paid report's receipt, with the subject it signs. */
+type PaidReceipt = Receipt & { subject: unknown };
 
 const RETRY_AFTER_SECONDS = 5;
 /**
@@ -76,9 +80,7 @@ export class SettlementService {
    * facilitator again.
    */
   async resume(row: PaidReportRow, txHash?: string): Promise<Delivery> {
-    if (row.status === 'settled' && row.settle_tx) {
-      return { kind: 'report', reportId: row.id, report: JSON.parse(row.report), receipt: JSON.parse(row.receipt ?? 'null'), headers: this.gateway.settlementHeaders(row.settle_tx, row.payer) };
-    }
+    if (row.status === 'settled' && row.settle_tx) return this.storedDelivery(row, row.settle_tx);
     // A request that stored its report moments ago may still be settling it: leave it be. Only
     // that request records the settlement's state meanwhile; were a concurrent replay to mark the
     // row "pending", the next replay would settle the same authorization a second time, racing
@@ -190,9 +192,24 @@ export class SettlementService {
     }
     if (stored) {
       if (stored.status !== 'settled' || !stored.settle_tx) return this.pending(row, 'settled; the record could not be read back yet', transaction, recoveryKey);
-      return { kind: 'report', reportId: row.id, report: JSON.parse(stored.report), receipt: JSON.parse(stored.receipt ?? 'null'), headers: this.gateway.settlementHeaders(stored.settle_tx, stored.payer) };
+      return this.storedDelivery(stored, stored.settle_tx);
     }
     return { kind: 'report', reportId: row.id, report, receipt, headers: this.gateway.settlementHeaders(transaction, row.payer) };
+  }
+
+  /**
+   * A settled report as stored. Its receipt is re-issued when the key that signed it is not ours
+   * any more (replaced, or withdrawn with `paywarden receipt-key withdraw`, when it would never
+   * verify again): the same receipt, signed by the current key. The signature covers the
+   * subject's digest alone, so every reader gets that same receipt.
+   */
+  private storedDelivery(row: PaidReportRow, settleTx: string): Delivery {
+    let receipt = JSON.parse(row.receipt ?? 'null') as PaidReceipt | null;
+    if (receipt && !this.deps.receipts.canComplete(receipt)) {
+      const { signature: _withdrawn, subject, ...unsigned } = receipt;
+      receipt = { ...this.deps.receipts.complete({ ...unsigned, keyId: this.deps.receipts.jwk.kid }), subject };
+    }
+    return { kind: 'report', reportId: row.id, report: JSON.parse(row.report), receipt, headers: this.gateway.settlementHeaders(settleTx, row.payer) };
   }
 
   /**
