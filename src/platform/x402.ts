@@ -18,7 +18,7 @@ import { digestOf } from './canonical.js';
 import { AppError, redactKeys } from './errors.js';
 import { compileBodyValidator } from './http.js';
 import { repeatsMemberName } from './json-members.js';
-import { Address, BYTES32_PATTERN, HEX_DATA_PATTERN, UINT256_DIGITS_PATTERN } from './schemas.js';
+import { Address, BYTES32_PATTERN, HEX_DATA_PATTERN } from './schemas.js';
 import { NETWORK, PAID_REPORTS, USDC_ADDRESS, priceMicro, type PaidReportName } from './prices.js';
 
 export type { PaymentPayload, PaymentRequirements };
@@ -47,7 +47,10 @@ export type GateResult =
  * payload holds the authorization and its signature only; the other members of the envelope
  * (accepted, resource, extensions) are the SDK's to check.
  */
-const Uint256 = Type.String({ pattern: UINT256_DIGITS_PATTERN });
+// Canonical digits only: the signature covers the number, not its text, so a padded `0001000`
+// would pass the facilitator as the same authorization under another payload digest, and a
+// validBefore read as text would never be seen to have passed.
+const Uint256 = Type.String({ pattern: '^(?:0|[1-9][0-9]{0,77})$' });
 const ExactEvmPayment = Type.Object({
   x402Version: Type.Literal(2),
   // The authorization and its signature, nothing beside them: the facilitator settles a payload

@@ -48,6 +48,11 @@ it.each([
   ['validBefore that is not a number', v2('', { ...authorization, validBefore: 'soon' })],
   ['value that is not a number', v2('', { ...authorization, value: 'one' })],
   ['a negative value', v2('', { ...authorization, value: '-1' })],
+  // The signature covers the number, not its text: a padded copy would be a second payload of one
+  // authorization, and a padded validBefore was never seen to have passed.
+  ['a value with leading zeros', v2('', { ...authorization, value: '0001000' })],
+  ['a validBefore with leading zeros', v2('', { ...authorization, validBefore: `000000000000${authorization.validBefore}` })],
+  ['a validAfter of 00', v2('', { ...authorization, validAfter: '00' })],
   ['a payee that is not an address', v2('', { ...authorization, to: '0x1234' })],
   ['a nonce that is not 32 bytes', v2('', { ...authorization, nonce: '0xabcd' })],
   ['no nonce', v2('', { ...authorization, nonce: undefined })],

@@ -234,7 +234,8 @@ export class SettlementService {
   private pastValidBefore(row: PaidReportRow, blockTime: bigint): boolean {
     const auth = (paymentOf(row).payload as { payload?: { authorization?: { validBefore?: unknown } } }).payload?.authorization;
     const text = typeof auth?.validBefore === 'string' || typeof auth?.validBefore === 'number' ? String(auth.validBefore) : '';
-    if (!/^[0-9]{1,20}$/.test(text)) return false;
+    // Digits as the schema took them (rows stored before it refused padded ones may have zeros).
+    if (!/^[0-9]{1,78}$/.test(text)) return false;
     return blockTime > BigInt(text) + 60n;
   }
 
