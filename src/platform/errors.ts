@@ -103,14 +103,18 @@ export class AppError extends Error {
  * the answer: every run of 43 or more base64url characters (the length of a key's secret part, so
  * every admin, agent and recovery key), each of them also counted when percent-encoded, is
  * replaced, except what is public: 0x-prefixed hex (addresses, transaction hashes) and 64
- * lower-case hex digits (the `sha256:` digests of evidence, which a 409 names). Identifiers the
- * service issues are shorter.
+ * lower-case hex digits (the `sha256:` digests of evidence, which a 409 names), and lower-case
+ * words joined by underscores (x402 reason codes such as
+ * `invalid_exact_evm_payload_authorization_value_mismatch`, which tell a payer what to fix; a
+ * key's 43 random base64url characters are not of that shape). Identifiers the service issues
+ * are shorter.
  */
 export function redactKeys(text: string): string {
-  return text.replace(KEY_LIKE, (run) => (PUBLIC_HEX.test(run) ? run : '[redacted]'));
+  return text.replace(KEY_LIKE, (run) => (PUBLIC_HEX.test(run) || SNAKE_CASE_CODE.test(run) ? run : '[redacted]'));
 }
 const KEY_LIKE = /(?:[A-Za-z0-9_-]|%[0-9A-Fa-f]{2}){43,}/g;
 const PUBLIC_HEX = /^0x[0-9a-fA-F]+$|^[0-9a-f]{64}$/;
+const SNAKE_CASE_CODE = /^[a-z][a-z0-9]{0,15}(?:_[a-z0-9]{1,16})+$/;
 
 export function problemBody(err: AppError, requestId: string): ProblemBody {
   const body: ProblemBody = {

@@ -82,6 +82,11 @@ describe('log lines never hold a key', () => {
     const digest = `sha256:${'0f'.repeat(32)}`;
     expect(redactKeys(`a different preflight (${digest}) is attached`)).toBe(`a different preflight (${digest}) is attached`);
     expect(redactKeys(`/x/${'A'.repeat(43)}/y`)).toBe('/x/[redacted]/y');
+    // x402 reason codes tell a payer what to fix; a key with underscores in it is still a key.
+    const code = 'invalid_exact_evm_payload_authorization_value_mismatch';
+    expect(redactKeys(`the payment was not accepted (${code})`)).toBe(`the payment was not accepted (${code})`);
+    expect(redactKeys(`sgp_agent_${'aB3_xY9kLm'.repeat(4)}qrs`)).toBe('[redacted]');
+    expect(redactKeys(`sgp_admin_${'a'.repeat(43)}`)).toBe('[redacted]');
   });
 });
 
