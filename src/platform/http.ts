@@ -276,6 +276,15 @@ export const HTTP_OPTIONS = {
 } as const;
 
 export function installErrorHandling(app: FastifyInstance): void {
+  const methodsAt = routeMethods(app);
+  // No route for this method: 405 with the methods the path has (RFC 9110 §15.5.6), or 404.
+  const notFound = (request: FastifyRequest): AppError => {
+    const path = request.url.split('?')[0]!;
+    const allowed = methodsAt(path);
+    if (allowed.length === 0) return new AppError('route_not_found', `no route ${request.method} ${path}`);
+    const allow = [...allowed, 'OPTIONS'].join(', ');
+    return new AppError('method_not_allowed', `${request.method} is not served at ${path}; it answers ${allow}`, { headers: { allow } });
+  };
   let closing = false;
   let sweep: NodeJS.Timeout | undefined;
   app.addHook('preClose', (done) => {
@@ -323,6 +332,21 @@ export function installErrorHandling(app: FastifyInstance): void {
     return sendProblem(reply, request, appErr);
   });
   app.setNotFoundHandler((request, reply) => sendProblem(reply, request, notFound(request)));
+}
+
+/**
+ * The methods that have a route at a path, from the routes as they are registered (a parameter
+ * matches one path segment; a trailing slash is ignored, as the router does). OPTIONS, which
+ * every path answers, and wildcard routes are left out.
+ */
+function routeMethods(app: FastifyInstance): (path: string) => string[] {
+  const routes: Array<{ pattern: RegExp; methods: string[] }> = [];
+  app.addHook('onRoute', (route) => {
+    if (route.url.includes('*')) return;
+    const segments = route.url.replace(/\/+$/, '').split('/').map((s) => (s.startsWith(':') ? '[^/]+' : s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')));
+    routes.push({ pattern: new RegExp(`^${segments.join('/')}/?$`), methods: [route.method].flat().filter((m) => m !== 'OPTIONS') });
+  });
+  return (path) => [...new Set(routes.filter((r) => r.pattern.test(path)).flatMap((r) => r.methods))].sort();
 }
 
 /**
@@ -423,5 +447,3 @@ export function frameworkError(err: FastifyError, request: FastifyRequest, reply
   void sendProblem(reply, request, new AppError('invalid_request', detail));
 }
 
-const notFound = (request: FastifyRequest) =>
-  new AppError('route_not_found', `no route ${request.method} ${request.url.split('?')[0]}`);

@@ -19,7 +19,7 @@ export function openApiOptions(config: Config): SwaggerOptions {
           'Free advisory tools, protected spend policies kept outside the agent, paid safety reports over x402, and tamper-evident evidence chains for USDC on Base.',
           'The service never holds keys, never signs, never executes and never authorizes a payment: executionAuthorized is always false, and no paid check is invoked or charged automatically.',
           '',
-          '**Errors** are RFC 9457 problem bodies (`application/problem+json`) with a stable `code` and the `requestId`; every 429 carries `Retry-After`.',
+          '**Errors** are RFC 9457 problem bodies (`application/problem+json`) with a stable `code` and the `requestId`; every 429 carries `Retry-After`. A path asked with a method it does not answer is 405 with `Allow`; an unknown path is 404.',
           '',
           `**Payment (x402 v2).** Paid reports answer a request without a \`PAYMENT-SIGNATURE\` header with 402 and a \`PAYMENT-REQUIRED\` header (base64 JSON: x402Version 2, scheme exact, network ${NETWORK}, asset USDC ${USDC_ADDRESS}, the report's price). An x402 v2 client authorizes that amount and retries the same request with \`PAYMENT-SIGNATURE\`; a 200 carries the report and \`PAYMENT-RESPONSE\`. A 402 never charges; its body is a problem body like every other error (code \`payment_required\`, or \`payment_invalid\` with the reason when a payment was not accepted), and x402 clients read the challenge from the header. Input is validated before any payment is asked for.`,
         ].join('\n'),

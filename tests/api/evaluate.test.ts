@@ -597,8 +597,8 @@ describe('POST /api/spendpolicy/evaluate', () => {
       for (const [method, url] of [
         ['GET', '/api/nope'],
         ['POST', '/api/nope'],
-        ['GET', '/api/spendpolicy/evaluate'],
-        ['DELETE', '/api/spendpolicy/evaluate'],
+        ['GET', '/api/spendpolicy/evaluatex'],
+        ['GET', '/api/spendpolicy/policies/sgp_00000000000000000000000000000000/nope'],
         ['GET', '/'],
         ['GET', '/%2e%2e/etc/passwd'],
         ['GET', '/api/nope?key=secret-value'],
@@ -607,6 +607,26 @@ describe('POST /api/spendpolicy/evaluate', () => {
         // query strings can carry secrets; the problem body does not echo them
         expect(problem.detail).not.toContain('secret-value');
       }
+    });
+
+    it('a path that exists, asked with another method, is 405 with the methods it answers in Allow', async () => {
+      const policy = `/api/spendpolicy/policies/sgp_${'0'.repeat(32)}`;
+      for (const [method, url, allow] of [
+        ['GET', URL, 'POST, OPTIONS'],
+        ['DELETE', `${URL}/`, 'POST, OPTIONS'],
+        ['PATCH', policy, 'GET, HEAD, PUT, OPTIONS'],
+        ['DELETE', `${policy}?key=secret-value`, 'GET, HEAD, PUT, OPTIONS'],
+        ['POST', '/healthz', 'GET, HEAD, OPTIONS'],
+      ] as const) {
+        const res = await inject({ method, url });
+        const problem = expectProblem(res, 405, 'method_not_allowed');
+        expect(res.headers.allow).toBe(allow);
+        expect(problem.detail).toContain(allow);
+        expect(problem.detail).not.toContain('secret-value');
+      }
+      // Its body is not read: the method is what is wrong.
+      const res = await inject({ method: 'PUT', url: URL, payload: '{not json', headers: { 'content-type': 'application/json' } });
+      expectProblem(res, 405, 'method_not_allowed');
     });
 
     it('a malformed percent-encoding or an over-long path parameter is a 400 problem, not a framework body', async () => {
