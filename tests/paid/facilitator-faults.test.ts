@@ -136,6 +136,27 @@ describe('the facilitator rejects the payment', () => {
   });
 });
 
+describe('a refused payment replayed while no challenge can be made', () => {
+  it('is 502 naming the refusal, never a 402 without PAYMENT-REQUIRED', async () => {
+    const { fetch: pay, signatures } = recordingPayingFetch(s, 2);
+    devnet.facilitator.setFaults({ failSettle: true });
+    try {
+      expect((await pay(`${s.url}/api/quick-check`)).status).toBe(402);
+    } finally {
+      devnet.facilitator.setFaults({});
+    }
+    // Another instance, started while its facilitator is unreachable: it has no challenge yet.
+    const cut = await startPaidStack({ devnet, database: s.t.database, config: { facilitatorUrl: `http://127.0.0.1:${await freePort()}` } });
+    try {
+      const replay = await fetch(`${cut.url}/api/quick-check`, { headers: { 'payment-signature': signatures.at(-1)! } });
+      const problem = expectProblem(await asInjected(replay), 502, 'upstream_unavailable');
+      expect(problem.detail).toMatch(/could not be settled .*nothing was charged; no new payment can be asked for now/);
+    } finally {
+      await cut.close();
+    }
+  });
+});
+
 describe('the facilitator verifies too slowly', () => {
   it('is 502 with nothing stored or charged when verify outlasts the timeout', async () => {
     const payer = addressOf(2);

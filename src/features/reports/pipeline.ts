@@ -355,9 +355,12 @@ export class PaidReports {
     if (d.error.code !== 'payment_invalid') throw d.error;
     // A payment that could not be settled charged nothing, and every 402 carries the challenge
     // a client pays from (the settlement refused, or a replay of the refused authorization).
-    // Without one (the facilitator gone meanwhile) the refusal still stands, just without it.
+    // Without one (the facilitator gone meanwhile) the answer is no 402, which an x402 client
+    // could not read, but the 502 an unpaid request would get then, with the refusal in it.
     const gate = await this.deps.gateway.gate(request).catch(() => undefined);
-    if (gate?.kind !== 'respond') throw d.error;
+    if (gate?.kind !== 'respond') {
+      throw new AppError('upstream_unavailable', `${d.error.message}; no new payment can be asked for now (the payment facilitator did not answer): retry later`);
+    }
     throw new AppError('payment_invalid', `${d.error.message}; sign a new payment for the challenge in PAYMENT-REQUIRED`, { headers: gate.headers });
   }
 }
