@@ -108,7 +108,9 @@ async function recoverUntilReleased(o: { id: string; key: string }) {
     if (res.status === 200) return (await res.json()) as { report: Record<string, unknown>; receipt: Receipt };
     if (res.status !== 202) return failWith('recovering the report', res);
     const wait = retryAfterMs(res.headers.get('retry-after'));
-    const body = (await res.json()) as { reason?: string };
+    const body = (await res.json()) as { status?: string; reason?: string };
+    // The payment we waited for can no longer settle: nothing was charged, and the order may be paid again.
+    if (body.status === 'unpaid') fail(`the payment did not go through (${body.reason}); order id=${o.id} key=${o.key}`);
     if (Date.now() + wait > deadline) fail(`still pending (${body.reason}); try the recovery later with id=${o.id} key=${o.key}`);
     console.log(`  202 (${body.reason}); retrying in ${wait / 1000}s`);
     await new Promise((r) => setTimeout(r, wait));

@@ -155,7 +155,7 @@ interface MOrder {
   /** createdAt + TTL, renewed to now + TTL whenever a payment is stored for the order (bound) */
   expiresAt: number;
   auth?: number;
-  /** its last payment was refused at settlement (README: recover may answer 402 then) */
+  /** its last payment was refused at settlement (README: recover answers 202 unpaid then) */
   refused?: boolean;
   delivered?: unknown;
 }
@@ -579,9 +579,10 @@ class Recover implements Cmd {
         await resolvePending(m, r, o, res.status === 200);
         if (res.status === 200) o.delivered = m.auths[o.auth!]!.delivered = res.body;
       } else {
-        // Unpaid: 202, "do not pay again" (README: 402 when the payment it waited for can no longer settle).
+        // Unpaid: 202, also when the payment it waited for can no longer settle (README).
         // Another purchase's txHash must not make it paid.
-        expectStatus(r, `${name} (not paid)`, res, o.refused || mode === 'otherTx' ? [202, 400, 402, 404, 409] : [202]);
+        expectStatus(r, `${name} (not paid)`, res, mode === 'otherTx' ? [202, 400, 404, 409] : [202]);
+        if (res.status === 202 && o.refused) expect(res.body, `${name}: a refused payment leaves the order unpaid`).toMatchObject({ status: 'unpaid' });
       }
     }
     await checkInvariants(m, r, name);

@@ -73,13 +73,13 @@ export const orderRoutes: FastifyPluginAsyncTypebox<AppDeps & { reports: PaidRep
         tags: ['paid reports'],
         summary: 'Restore a paid report without paying again',
         description:
-          '200 with the original report and its receipt once the payment is settled; 202 while unpaid or pending (do not pay again). Pass txHash for an interrupted payment that settled. ' +
-          '410 once the recovery period has ended, also after the purge removed the order\'s input. 402 when the payment the order waited for can no longer settle (its authorization was cancelled or expired unused): nothing was charged, and the order can be paid again.',
+          '200 with the original report and its receipt once the payment is settled; 202 while unpaid or pending (pending: do not pay again). Pass txHash for an interrupted payment that settled. ' +
+          '410 once the recovery period has ended, also after the purge removed the order\'s input. When the payment the order waited for can no longer settle (refused, or its authorization cancelled or expired unused), nothing was charged and the order is unpaid again: 202 with status unpaid and the reason; pay again with the order\'s Report-Id and Recovery-Key.',
         body: Recover,
         response: {
           200: { ...Restored, description: 'The original report and its receipt: the payment settled' },
           202: { ...Type.Union([Unpaid, PendingReport]), description: 'Unpaid or pending: do not pay again; ask again after Retry-After', headers: RetryAfterHeader },
-          ...problems(400, 402, 404, 410, 413, 415, 503),
+          ...problems(400, 404, 410, 413, 415, 503),
         },
       },
     },
@@ -103,6 +103,13 @@ export const orderRoutes: FastifyPluginAsyncTypebox<AppDeps & { reports: PaidRep
         reply.header('retry-after', String(d.body.retryAfter));
         const { recoveryKey: _unused, ...body } = d.body;
         return reply.status(202).send(body);
+      }
+      // The payment it waited for can no longer settle (refused, cancelled, expired unused):
+      // nothing was charged, and the order is unpaid again (the specification's states of an
+      // order: unpaid or pending 202, available 200, expired 410).
+      if (d.error.code === 'payment_invalid') {
+        reply.header('retry-after', '5');
+        return reply.status(202).send({ status: 'unpaid' as const, orderId: order.id, retryAfter: 5, reason: `${d.error.message}: pay again with this order's Report-Id and Recovery-Key` });
       }
       throw d.error;
     },
