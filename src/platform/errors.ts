@@ -9,7 +9,6 @@ export const ERROR_CODES = {
   admin_key_required: { status: 401, title: 'Admin key required' },
   agent_key_required: { status: 401, title: 'Agent key required' },
   agent_bearer_key_required: { status: 401, title: 'Agent bearer key required' },
-  bearer_key_required: { status: 401, title: 'Bearer key required' },
   payment_required: { status: 402, title: 'Payment required' },
   payment_invalid: { status: 402, title: 'Payment not accepted' },
   inactive: { status: 403, title: 'Agent or policy is inactive' },

@@ -315,8 +315,9 @@ describe('GET /api/spendpolicy/decisions/{decisionId}', () => {
     const made = await decide(t, p, { amount: '1' });
     const wrong: Array<Record<string, string>> = [{}, { authorization: 'Bearer x' }, { authorization: `Basic ${p.adminKey}` }];
     for (const headers of wrong) {
-      const body = expectProblem(await readDecision(t, made.decision.decisionId, headers), 401, 'bearer_key_required');
-      expect(body.title).toMatch(/key required/);
+      const body = expectProblem(await readDecision(t, made.decision.decisionId, headers), 401, 'agent_key_required');
+      expect(body.title).toBe('Agent key required');
+      expect(body.detail).toMatch(/agent key, or its admin key/);
     }
     expectInvalid(await readDecision(t, 'dec_nothex', bearer(p.adminKey)));
   });

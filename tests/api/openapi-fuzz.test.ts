@@ -1085,8 +1085,7 @@ const TITLES_401: Record<string, string> = {
 /** The 401 code an authenticated operation answers for no key or a key of the wrong kind. */
 function missingKeyCode(op: Op): string | undefined {
   if (op.path.startsWith('/api/evidence-chains')) return 'agent_bearer_key_required';
-  if (op.id === 'POST /api/spendpolicy/decisions') return 'agent_key_required';
-  if (op.id === 'GET /api/spendpolicy/decisions/{decisionId}') return 'bearer_key_required';
+  if (op.id === 'POST /api/spendpolicy/decisions' || op.id === 'GET /api/spendpolicy/decisions/{decisionId}') return 'agent_key_required';
   if (op.security.includes('adminKey')) return 'admin_key_required';
   return undefined;
 }

@@ -42,7 +42,12 @@ export const decisionRoutes: FastifyPluginAsyncTypebox<AppDeps & { decisions: De
       },
     },
     async (request) => {
-      const key = checkKey(request.headers.authorization, { kinds: ['admin', 'agent'], missing: 'bearer_key_required' });
+      // The specification's 401 for decisions is "Agent key required"; the admin may read them too.
+      const key = checkKey(request.headers.authorization, {
+        kinds: ['admin', 'agent'],
+        missing: 'agent_key_required',
+        detail: "send the policy's agent key, or its admin key, as Authorization: Bearer <key>",
+      });
       const { decision, receipt } = await deps.decisions.read(request.params.decisionId, key, deps.clock);
       return { decision, receipt };
     },

@@ -67,6 +67,8 @@ export interface KeyCheck<K extends KeyKind> {
   kinds: K[];
   /** The 401 code when no key of those kinds is presented. */
   missing: ErrorCode;
+  /** What the 401 says beyond its title. */
+  detail?: string;
 }
 
 /**
@@ -76,7 +78,7 @@ export interface KeyCheck<K extends KeyKind> {
  */
 export function checkKey<K extends KeyKind>(authorization: string | undefined, check: KeyCheck<K>): { kind: K; hash: string } {
   const key = presentedKey(authorization);
-  if (!key || !(check.kinds as KeyKind[]).includes(key.kind)) throw new AppError(check.missing);
+  if (!key || !(check.kinds as KeyKind[]).includes(key.kind)) throw new AppError(check.missing, check.detail);
   return key as { kind: K; hash: string };
 }
 
