@@ -215,7 +215,7 @@ describe('503: storage unavailable', () => {
       for (const call of [() => readChain(t, id, p.agentKey), () => createChainRaw(t, p.agentKey, intentBody(p.policyId)), () => readSummary(t, id, p.agentKey)]) {
         const res = await call();
         const problem = expectProblem(res, 503, 'storage_unavailable');
-        expect(problem.detail).toBe('evidence storage is unavailable; nothing was recorded');
+        expect(problem.detail).toBe('evidence storage is unavailable; retry the request unchanged (a chain retried with the same requestId is never created twice)');
         expect(res.headers['retry-after']).toBe('5');
       }
     } finally {

@@ -231,14 +231,17 @@ export class EvidenceStore {
 
 /**
  * Runs storage work; anything but one of our own answers means the database failed, which the
- * evidence endpoints report as 503 (nothing was recorded). The cause goes to the log only.
+ * evidence endpoints report as 503. It does not say that nothing was recorded: a commit whose
+ * acknowledgement failed (a connection lost at COMMIT, a WAL sync that could not start) may have
+ * stored the chain and spent its budget, so the caller is told to retry unchanged, which an
+ * exact retry makes safe. The cause goes to the log only.
  */
 export async function storage<T>(fn: () => Promise<T>): Promise<T> {
   try {
     return await fn();
   } catch (err) {
     if (err instanceof AppError) throw err;
-    const e = new AppError('storage_unavailable', 'evidence storage is unavailable; nothing was recorded');
+    const e = new AppError('storage_unavailable', 'evidence storage is unavailable; retry the request unchanged (a chain retried with the same requestId is never created twice)');
     e.cause = err;
     throw e;
   }
