@@ -1,4 +1,5 @@
 import { randomBytes } from 'node:crypto';
+import net from 'node:net';
 import { sql } from 'kysely';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -171,6 +172,71 @@ describe.skipIf(testDialect !== 'postgres')('a role whose default isolation is s
       await a.close();
       await two.close();
       await one.close();
+    }
+  });
+});
+
+/**
+ * A TCP proxy to the test database whose `blackhole()` silently drops every byte of the
+ * connections open at that moment, both ways, as a failover, a NAT or a load balancer that lost
+ * its state does (no RST, no FIN); connections made later pass.
+ */
+async function blackholingProxy(target: URL) {
+  const links = new Set<{ client: net.Socket; server: net.Socket; dead: boolean }>();
+  const proxy = net.createServer((client) => {
+    const link = { client, server: net.connect(Number(target.port || 5432), target.hostname), dead: false };
+    links.add(link);
+    client.on('data', (d) => void (link.dead || link.server.write(d)));
+    link.server.on('data', (d) => void (link.dead || client.write(d)));
+    const end = () => {
+      links.delete(link);
+      client.destroy();
+      link.server.destroy();
+    };
+    for (const socket of [client, link.server]) socket.on('error', end).on('close', end);
+  });
+  await new Promise<void>((resolve) => proxy.listen(0, '127.0.0.1', resolve));
+  const url = new URL(target);
+  url.hostname = '127.0.0.1';
+  url.port = String((proxy.address() as net.AddressInfo).port);
+  return {
+    url: url.toString(),
+    blackhole: () => links.forEach((link) => (link.dead = true)),
+    close: () => {
+      links.forEach((link) => (link.client.destroy(), link.server.destroy()));
+      proxy.close();
+    },
+  };
+}
+
+describe.skipIf(testDialect !== 'postgres')('a connection that goes silent', () => {
+  it('fails its request with 503 within the query deadline; the retry decides once, and shutdown ends', async () => {
+    const t = await createTestApp();
+    const proxy = await blackholingProxy(new URL(t.database.url));
+    const database = await openDatabase(proxy.url, { pgSchema: t.database.pgSchema!, pgQueryDeadlineMs: 1_500 });
+    const silent = await createTestApp({ database: { ...database, url: proxy.url, pgSchema: t.database.pgSchema!, drop: () => database.close() } });
+    try {
+      const p = await createPolicy(silent, { dailyBudget: '50', maxPerTransaction: '10', requireHumanAbove: '10' });
+      expect((await decideRaw(silent, p, { amount: '1' })).statusCode).toBe(200);
+      proxy.blackhole();
+      const requestId = `req-${randomBytes(4).toString('hex')}`;
+      const res = await within(decideRaw(silent, p, { amount: '2', requestId }), 10_000);
+      expect(res, 'the decision waited on the silent connection').not.toBe('timeout');
+      const problem = json(res as { body: string });
+      expect((res as { statusCode: number }).statusCode, JSON.stringify(problem)).toBe(503);
+      expect(problem).toMatchObject({ code: 'storage_unavailable', detail: expect.stringMatching(/same requestId/) });
+      // The dead connection is gone from the pool: the retry gets a new one and decides, once.
+      const retried = await within(decideRaw(silent, p, { amount: '2', requestId }), 10_000);
+      expect((retried as { statusCode: number }).statusCode).toBe(200);
+      expect(json(retried as { body: string }).decision.decision).toBe('APPROVE');
+      const spent = await sql<{ n: string }>`select count(*) as n from decisions where policy_id = ${p.policyId} and request_id = ${requestId}`.execute(t.database.db);
+      expect(Number(spent.rows[0]!.n)).toBe(1);
+      // Closing waits for no dead connection.
+      expect(await within(silent.close().then(() => database.close()), 10_000)).not.toBe('timeout');
+    } finally {
+      await within(silent.close().then(() => database.close()), 10_000).catch(() => {});
+      proxy.close();
+      await t.close();
     }
   });
 });

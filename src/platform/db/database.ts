@@ -44,6 +44,8 @@ export interface DatabaseOptions {
   pgLockTimeoutMs?: number;
   /** PostgreSQL only: how long a transaction may sit idle before the server ends it (ms; tests). */
   pgIdleInTransactionMs?: number;
+  /** PostgreSQL only: how long a query may go unanswered before its connection is dropped (ms; tests). */
+  pgQueryDeadlineMs?: number;
   /**
    * Refuse a database that does not already hold this version's schema, instead of migrating it
    * (the operator CLI: a wrong DATABASE_URL must not get an empty paywarden database made in it).
@@ -63,6 +65,15 @@ export interface DatabaseOptions {
  */
 export const PG_LOCK_TIMEOUT_MS = 10_000;
 export const PG_IDLE_IN_TRANSACTION_MS = 5_000;
+/**
+ * How long a query may go unanswered before its connection is taken for dead and dropped, and the
+ * query fails as a storage failure (503; a decision retried with the same requestId is never made
+ * twice). A connection that a failover, a NAT or a load balancer dropped without a word (no RST)
+ * otherwise held its request, the decision batch it was in and every batch queued behind it, and
+ * the shutdown, for as long as TCP took to notice: many minutes. Well above PG_LOCK_TIMEOUT_MS,
+ * the longest a healthy statement waits. Not applied to migrations, which may take long.
+ */
+export const PG_QUERY_DEADLINE_MS = 30_000;
 
 /** Opens the database named by `url` and brings its schema to the latest migration. */
 export async function openDatabase(url: string, opts: DatabaseOptions = {}): Promise<Database> {
@@ -70,7 +81,8 @@ export async function openDatabase(url: string, opts: DatabaseOptions = {}): Pro
   // Opening an SQLite file for use writes to it (WAL mode, the checkpointer): a file that is
   // not the service's is checked over a read-only connection first, and left as it was.
   if (opts.existingOnly && !postgres) await requireCurrentSqliteFile(url);
-  const database = postgres ? openPostgres(url, opts) : openSqlite(url, opts);
+  const deadline = { ms: 0 };
+  const database = postgres ? openPostgres(url, opts, deadline) : openSqlite(url, opts);
   try {
     if (postgres) await requireUnicode(database.db);
     if (opts.existingOnly) {
@@ -97,6 +109,7 @@ export async function openDatabase(url: string, opts: DatabaseOptions = {}): Pro
     await database.close();
     throw err;
   }
+  deadline.ms = opts.pgQueryDeadlineMs ?? PG_QUERY_DEADLINE_MS;
   return database;
 }
 
@@ -423,12 +436,16 @@ function withStatementCache(sqlite: SQLite.Database, syncFailed: () => Error | u
   };
 }
 
-function openPostgres(url: string, opts: DatabaseOptions): Database {
+function openPostgres(url: string, opts: DatabaseOptions, deadline: QueryDeadline): Database {
   const { connectionString, operatorOptions } = withoutOptions(url);
   const pool = new pg.Pool({
     connectionString,
     max: opts.poolSize ?? 10,
     connectionTimeoutMillis: 5000,
+    // TCP keepalive: an idle connection whose peer is gone is noticed and replaced (the deadline
+    // below covers one that a query is waiting on).
+    keepAlive: true,
+    keepAliveInitialDelayMillis: 10_000,
     // Names the service's connections in pg_stat_activity (and a test's, by its schema).
     application_name: opts.pgSchema ? `paywarden:${opts.pgSchema}` : 'paywarden',
     options: [
@@ -451,7 +468,7 @@ function openPostgres(url: string, opts: DatabaseOptions): Database {
   // left a moment in which an administrator's pg_terminate_backend crashed a test run. The
   // failed query answers its request (503); the pool then discards the connection.
   pool.on('connect', (client) => client.on('error', () => {}));
-  const db = new Kysely<DB>({ dialect: new PostgresDialect({ pool: withNamedStatements(pool) }) });
+  const db = new Kysely<DB>({ dialect: new PostgresDialect({ pool: withNamedStatements(pool, deadline) }) });
   return {
     db,
     dialect: 'postgres',
@@ -493,6 +510,10 @@ export function registerHotStatement(text: string): void {
 }
 
 type PgQuery = (...args: unknown[]) => unknown;
+/** PG_QUERY_DEADLINE_MS once the schema is migrated; 0 (none) before. */
+interface QueryDeadline {
+  ms: number;
+}
 const WRAPPED = Symbol('paywarden.namedStatements');
 
 /**
@@ -501,16 +522,22 @@ const WRAPPED = Symbol('paywarden.namedStatements');
  * of this pool send those texts as named prepared statements instead (node-postgres keeps them
  * per connection); everything else goes through unchanged.
  */
-function withNamedStatements(pool: pg.Pool) {
+function withNamedStatements(pool: pg.Pool, deadline: QueryDeadline) {
   return {
     async connect() {
       const client = await pool.connect();
-      const c = client as unknown as { query: PgQuery; [WRAPPED]?: true };
+      const c = client as unknown as { query: PgQuery; connection?: { stream?: { destroy(err: Error): void } }; [WRAPPED]?: true };
       if (!c[WRAPPED]) {
         const query = c.query.bind(client);
         c.query = (text: unknown, ...rest: unknown[]) => {
           const name = typeof text === 'string' ? namedStatements.get(text) : undefined;
-          return name ? query({ name, text, values: rest[0] }) : query(text, ...rest);
+          const result = name ? query({ name, text, values: rest[0] }) : query(text, ...rest);
+          if (!deadline.ms || !(result instanceof Promise)) return result;
+          // No answer in time: the connection is dropped. Its queries fail with this error, and
+          // the pool discards it when it is given back (see PG_QUERY_DEADLINE_MS).
+          const ms = deadline.ms;
+          const timer = setTimeout(() => c.connection?.stream?.destroy(new StorageFailure(`PostgreSQL did not answer within ${ms} ms`)), ms);
+          return result.finally(() => clearTimeout(timer));
         };
         c[WRAPPED] = true;
       }
