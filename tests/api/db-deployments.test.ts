@@ -46,6 +46,33 @@ describe.skipIf(testDialect !== 'sqlite')('a second process on the SQLite file (
     }
   });
 
+  it('a migration that fails midway leaves nothing behind: the next start migrates from where it was', async () => {
+    const file = join(dir, 'halfway.sqlite');
+    // 0002 creates the policies table, then the decisions table: one already there stops it between the two.
+    const blocker = new SQLite(file);
+    blocker.exec('create table decisions (x integer)');
+    blocker.close();
+    await expect(openDatabase(`sqlite:${file}`)).rejects.toThrow(/0002_protected_policies failed: table "?decisions"? already exists/);
+    const after = new SQLite(file, { readonly: true });
+    const tables = after.prepare("select name from sqlite_master where type = 'table' and name not like 'sqlite_%' order by name").pluck().all();
+    after.close();
+    // Not even 0001's tables, nor Kysely's records of them: all of the start's migrations or none.
+    expect(tables).toEqual(['decisions', 'kysely_migration', 'kysely_migration_lock']);
+    const fixed = new SQLite(file);
+    fixed.exec('drop table decisions');
+    fixed.close();
+    const database = await openDatabase(`sqlite:${file}`);
+    try {
+      const { row } = await new PolicyStore(database).create(
+        { name: 'p', agentId: 'a', policy: { maxPerTransaction: '1', dailyBudget: '1', requireHumanAbove: '1', maxRepeats: 1, allowedRecipients: [], blockUnknownRecipients: false } },
+        new Date(),
+      );
+      expect(row.id).toMatch(/^sgp_/);
+    } finally {
+      await database.close();
+    }
+  });
+
   it('a policy purge completes when another process commits while it runs', async () => {
     const file = join(dir, 'purge.sqlite');
     const database = await openDatabase(`sqlite:${file}`);

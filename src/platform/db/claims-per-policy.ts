@@ -23,30 +23,28 @@ export async function claimsPerPolicy(db: Kysely<any>, dialect: Dialect): Promis
     await claimUnclaimedMatches(db);
     return;
   }
-  // SQLite cannot change a primary key, so the table is rebuilt. It runs migrations outside a
-  // transaction and records each one after it: the rebuild is one transaction of its own, and a
-  // start that stopped after it committed, before the record, finds it done.
+  // SQLite cannot change a primary key, so the table is rebuilt, inside the migrations'
+  // transaction (see TransactionalDdlSqliteDialect). A database that an earlier version, which
+  // ran the rebuild as a transaction of its own, left rebuilt but unrecorded is found done.
   const done = await sql`select 1 from pragma_table_info('evidence_settlement_claims') where name = 'policy_id'`.execute(db);
   if (done.rows.length > 0) return;
-  await db.transaction().execute(async (tx) => {
-    await tx.schema
-      .createTable('evidence_settlement_claims_0010')
-      .addColumn('policy_id', 'text', (c) => c.notNull().references('policies.id'))
-      .addColumn('tx_hash', 'text', (c) => c.notNull())
-      .addColumn('log_index', 'integer', (c) => c.notNull())
-      .addColumn('chain_id', 'text', (c) => c.notNull().references('evidence_chains.id'))
-      .addColumn('created_at', 'text', (c) => c.notNull())
-      .addPrimaryKeyConstraint('evidence_settlement_claims_pk', ['policy_id', 'tx_hash', 'log_index'])
-      .execute();
-    await sql`insert into evidence_settlement_claims_0010 (policy_id, tx_hash, log_index, chain_id, created_at)
-      select ch.policy_id, c.tx_hash, c.log_index, c.chain_id, c.created_at
-      from evidence_settlement_claims c join evidence_chains ch on ch.id = c.chain_id`.execute(tx);
-    await tx.schema.dropTable('evidence_settlement_claims').execute();
-    await tx.schema.alterTable('evidence_settlement_claims_0010').renameTo('evidence_settlement_claims').execute();
-    // Dropped with the old table; purging a policy's chains finds their claims through it.
-    await tx.schema.createIndex('evidence_settlement_claims_chain').on('evidence_settlement_claims').column('chain_id').execute();
-    await claimUnclaimedMatches(tx);
-  });
+  await db.schema
+    .createTable('evidence_settlement_claims_0010')
+    .addColumn('policy_id', 'text', (c) => c.notNull().references('policies.id'))
+    .addColumn('tx_hash', 'text', (c) => c.notNull())
+    .addColumn('log_index', 'integer', (c) => c.notNull())
+    .addColumn('chain_id', 'text', (c) => c.notNull().references('evidence_chains.id'))
+    .addColumn('created_at', 'text', (c) => c.notNull())
+    .addPrimaryKeyConstraint('evidence_settlement_claims_pk', ['policy_id', 'tx_hash', 'log_index'])
+    .execute();
+  await sql`insert into evidence_settlement_claims_0010 (policy_id, tx_hash, log_index, chain_id, created_at)
+    select ch.policy_id, c.tx_hash, c.log_index, c.chain_id, c.created_at
+    from evidence_settlement_claims c join evidence_chains ch on ch.id = c.chain_id`.execute(db);
+  await db.schema.dropTable('evidence_settlement_claims').execute();
+  await db.schema.alterTable('evidence_settlement_claims_0010').renameTo('evidence_settlement_claims').execute();
+  // Dropped with the old table; purging a policy's chains finds their claims through it.
+  await db.schema.createIndex('evidence_settlement_claims_chain').on('evidence_settlement_claims').column('chain_id').execute();
+  await claimUnclaimedMatches(db);
 }
 
 /**

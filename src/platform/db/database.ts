@@ -3,7 +3,7 @@ import { createRequire } from 'node:module';
 import { Worker } from 'node:worker_threads';
 import { dirname, resolve } from 'node:path';
 import SQLite from 'better-sqlite3';
-import { Kysely, PostgresDialect, SqliteDialect, sql } from 'kysely';
+import { Kysely, PostgresDialect, SqliteAdapter, SqliteDialect, sql } from 'kysely';
 import pg from 'pg';
 import type { DB } from './schema.js';
 import { migrateToLatest, requireCurrentSchema } from './migrations.js';
@@ -264,7 +264,7 @@ function openSqlite(url: string, opts: DatabaseOptions): Database {
   // on its path, is followed), which need not be beside the path configured.
   const walPath = `${(sqlite.pragma('database_list') as Array<{ name: string; file: string }>).find((d) => d.name === 'main')!.file}-wal`;
   const wal = checkpointer && { sync: new WalSync(sqlite, walPath), restartPending: () => checkpointer.restartPending() };
-  const db = new Kysely<DB>({ dialect: new SqliteDialect({ database: withStatementCache(sqlite, () => wal?.sync.failed) }) });
+  const db = new Kysely<DB>({ dialect: new TransactionalDdlSqliteDialect({ database: withStatementCache(sqlite, () => wal?.sync.failed) }) });
   return {
     db,
     dialect: 'sqlite',
@@ -406,6 +406,24 @@ function startCheckpointer(
       await worker.terminate();
     },
   };
+}
+
+/**
+ * SQLite runs DDL inside transactions, but Kysely's SQLite adapter says it cannot, so its migrator
+ * ran each statement on its own and recorded a migration only after it: a start stopped between
+ * two statements of a migration (a kill, a crash, a full disk) left it half done, and every later
+ * start failed on it ("table … already exists"). Said as it is, the migrator runs the pending
+ * migrations with their records in one transaction, as on PostgreSQL: all of them or none. (Only
+ * the migrator reads this flag.)
+ */
+class TransactionalDdlSqliteDialect extends SqliteDialect {
+  override createAdapter(): SqliteAdapter {
+    return new (class extends SqliteAdapter {
+      override get supportsTransactionalDdl(): boolean {
+        return true;
+      }
+    })();
+  }
 }
 
 /**

@@ -225,8 +225,8 @@ function migrations(dialect: Dialect): Record<string, Migration> {
         // the policy to find one requestId (the decision rate fell as history grew, until an
         // ANALYZE replanned it). A partial index is only usable by a query whose WHERE implies
         // its predicate; only the list says `seq > 0`, so the lookup can use no index but the
-        // unique (policy_id, request_id) one. (SQLite runs migrations outside a transaction:
-        // ifExists lets a start that stopped between the two statements run this again.)
+        // unique (policy_id, request_id) one. (ifExists: versions before migrations ran in one
+        // transaction on SQLite may have stopped between the two statements.)
         await db.schema.dropIndex('decisions_policy_seq').ifExists().execute();
         await db.schema.createIndex('decisions_policy_seq').on('decisions').columns(['policy_id', 'seq']).where(sql<boolean>`seq > 0`).execute();
       },
@@ -263,7 +263,7 @@ function migrations(dialect: Dialect): Record<string, Migration> {
         // What the hourly purge looks for, without the tombstones it keeps for ever (purged
         // policies and orders answer 410): the indexes on the expiry times alone held every
         // tombstone, each read again every hour (3 s for a million purged policies, the event
-        // loop held on SQLite). Re-runnable (SQLite runs migrations outside a transaction).
+        // loop held on SQLite). Re-runnable, as 0006 to 0011 are.
         await db.schema.createIndex('policies_purge_due').ifNotExists().on('policies').column('access_expires_at').where(sql<boolean>`purged_at is null`).execute();
         await db.schema.createIndex('orders_purge_due').ifNotExists().on('orders').column('expires_at').where(sql<boolean>`input_digest <> ''`).execute();
       },
@@ -281,8 +281,9 @@ function migrations(dialect: Dialect): Record<string, Migration> {
 }
 
 /**
- * Adds a nullable text column unless the table has it. Re-runnable, like 0006 to 0008: SQLite
- * runs migrations outside a transaction, so a start that stopped midway runs this again.
+ * Adds a nullable text column unless the table has it. Re-runnable, like 0006 to 0008: versions
+ * before migrations ran in one transaction on SQLite (TransactionalDdlSqliteDialect) may have
+ * stopped midway, and the next start runs this again.
  */
 async function addColumnIfMissing(db: Kysely<any>, dialect: Dialect, table: string, column: string): Promise<void> {
   const existing =
