@@ -128,6 +128,15 @@ export class ReceiptSigner {
     return receipt.keyId === this.jwk.kid;
   }
 
+  /**
+   * A signed receipt as this key signs it: unchanged when it names this key; else the same
+   * receipt (id, time of issue, anything beside it such as a subject) under this key's id and
+   * signature, which covers the digest alone. For a receipt whose key was replaced or withdrawn.
+   */
+  current<R extends Receipt>(receipt: R): R {
+    return this.canComplete(receipt) ? receipt : (this.complete({ ...receipt, keyId: this.jwk.kid }) as R);
+  }
+
   /** Signs a prepared receipt on the event loop. */
   complete(unsigned: UnsignedReceipt): Receipt {
     return withSignature(unsigned, sign(null, this.signable(unsigned), this.privateKey));

@@ -1,5 +1,4 @@
 import { randomBytes } from 'node:crypto';
-import net from 'node:net';
 import { sql } from 'kysely';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -7,6 +6,7 @@ import { openDatabase } from '../../src/platform/db/database.js';
 import { createTestApp, json, useTwoTestApps, type TestApp } from '../helpers/app.js';
 import { pgTestName, sharedDatabase, testDialect, type TestDatabase } from '../helpers/db.js';
 import { bearer, createPolicy, decide, decideRaw, putPolicy, rules } from '../helpers/policies.js';
+import { tcpRelay } from '../helpers/tcp-relay.js';
 
 /** Resolves to 'timeout' if `p` has not settled within `ms`. */
 function within<T>(p: Promise<T>, ms: number): Promise<T | 'timeout'> {
@@ -176,49 +176,21 @@ describe.skipIf(testDialect !== 'postgres')('a role whose default isolation is s
   });
 });
 
-/**
- * A TCP proxy to the test database whose `blackhole()` silently drops every byte of the
- * connections open at that moment, both ways, as a failover, a NAT or a load balancer that lost
- * its state does (no RST, no FIN); connections made later pass.
- */
-async function blackholingProxy(target: URL) {
-  const links = new Set<{ client: net.Socket; server: net.Socket; dead: boolean }>();
-  const proxy = net.createServer((client) => {
-    const link = { client, server: net.connect(Number(target.port || 5432), target.hostname), dead: false };
-    links.add(link);
-    client.on('data', (d) => void (link.dead || link.server.write(d)));
-    link.server.on('data', (d) => void (link.dead || client.write(d)));
-    const end = () => {
-      links.delete(link);
-      client.destroy();
-      link.server.destroy();
-    };
-    for (const socket of [client, link.server]) socket.on('error', end).on('close', end);
-  });
-  await new Promise<void>((resolve) => proxy.listen(0, '127.0.0.1', resolve));
-  const url = new URL(target);
-  url.hostname = '127.0.0.1';
-  url.port = String((proxy.address() as net.AddressInfo).port);
-  return {
-    url: url.toString(),
-    blackhole: () => links.forEach((link) => (link.dead = true)),
-    close: () => {
-      links.forEach((link) => (link.client.destroy(), link.server.destroy()));
-      proxy.close();
-    },
-  };
-}
-
 describe.skipIf(testDialect !== 'postgres')('a connection that goes silent', () => {
   it('fails its request with 503 within the query deadline; the retry decides once, and shutdown ends', async () => {
     const t = await createTestApp();
-    const proxy = await blackholingProxy(new URL(t.database.url));
-    const database = await openDatabase(proxy.url, { pgSchema: t.database.pgSchema!, pgQueryDeadlineMs: 1_500 });
-    const silent = await createTestApp({ database: { ...database, url: proxy.url, pgSchema: t.database.pgSchema!, drop: () => database.close() } });
+    const target = new URL(t.database.url);
+    const proxy = await tcpRelay(target.hostname, Number(target.port || 5432));
+    const relayed = new URL(target);
+    relayed.hostname = '127.0.0.1';
+    relayed.port = String(proxy.port);
+    const url = relayed.toString();
+    const database = await openDatabase(url, { pgSchema: t.database.pgSchema!, pgQueryDeadlineMs: 1_500 });
+    const silent = await createTestApp({ database: { ...database, url, pgSchema: t.database.pgSchema!, drop: () => database.close() } });
     try {
       const p = await createPolicy(silent, { dailyBudget: '50', maxPerTransaction: '10', requireHumanAbove: '10' });
       expect((await decideRaw(silent, p, { amount: '1' })).statusCode).toBe(200);
-      proxy.blackhole();
+      proxy.silence();
       const requestId = `req-${randomBytes(4).toString('hex')}`;
       const res = await within(decideRaw(silent, p, { amount: '2', requestId }), 10_000);
       expect(res, 'the decision waited on the silent connection').not.toBe('timeout');
@@ -235,7 +207,7 @@ describe.skipIf(testDialect !== 'postgres')('a connection that goes silent', () 
       expect(await within(silent.close().then(() => database.close()), 10_000)).not.toBe('timeout');
     } finally {
       await within(silent.close().then(() => database.close()), 10_000).catch(() => {});
-      proxy.close();
+      await proxy.close();
       await t.close();
     }
   });

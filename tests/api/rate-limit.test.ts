@@ -2,10 +2,10 @@ import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { connect, createServer, type AddressInfo } from 'node:net';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { ADDR, createTestApp, json, type TestApp } from '../helpers/app.js';
+import { tcpRelay } from '../helpers/tcp-relay.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.js';
 import { expectProblem } from '../helpers/problems.js';
 import { connectRedis, openInfrastructure, REDIS_COMMAND_TIMEOUT_MS, warnWhileRedisFails } from '../../src/platform/deps.js';
@@ -322,34 +322,11 @@ describe.skipIf(!process.env.REDIS_URL)('rate limits shared through Redis', () =
   });
 });
 
-/**
- * A TCP relay to Redis that can stop passing the client's bytes on, as a Redis that is stopped
- * or swapping does: the connection stays open and nothing is answered. Held bytes go through,
- * in order, once it resumes, as a stopped Redis would read them when it continues.
- */
+/** A relay to the test Redis (see tcpRelay: `stall()` is a Redis that is stopped or swapping). */
 async function stallingRelay(target: string) {
   const { hostname, port } = new URL(target);
-  let stalled = false;
-  const held: Array<() => void> = [];
-  const server = createServer((client) => {
-    const upstream = connect(Number(port || 6379), hostname);
-    client.on('data', (bytes) => (stalled ? held.push(() => upstream.write(bytes)) : upstream.write(bytes)));
-    upstream.on('data', (bytes) => client.write(bytes));
-    for (const [a, b] of [[client, upstream], [upstream, client]] as const) {
-      a.on('error', () => {});
-      a.on('close', () => b.destroy());
-    }
-  });
-  await new Promise<void>((done) => server.listen(0, '127.0.0.1', done));
-  return {
-    url: `redis://127.0.0.1:${(server.address() as AddressInfo).port}`,
-    stall: () => (stalled = true),
-    resume: () => {
-      stalled = false;
-      for (const send of held.splice(0)) send();
-    },
-    close: () => new Promise<void>((done) => server.close(() => done())),
-  };
+  const relay = await tcpRelay(hostname, Number(port || 6379));
+  return { ...relay, url: `redis://127.0.0.1:${relay.port}` };
 }
 
 describe.skipIf(!process.env.REDIS_URL)('a Redis that stops answering', () => {

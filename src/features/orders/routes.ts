@@ -11,6 +11,8 @@ import { TX_HASH_PATTERN } from '../reports/schemas.js';
 import type { AppDeps } from '../../app.js';
 
 const PATHS = Object.values(PAID_REPORTS).map((r) => r.path);
+/** When to ask again about an unpaid order (Retry-After). */
+const UNPAID_RETRY_SECONDS = 5;
 
 const CreateOrder = Type.Object(
   {
@@ -87,10 +89,11 @@ export const orderRoutes: FastifyPluginAsyncTypebox<AppDeps & { reports: PaidRep
       const now = deps.clock.now();
       // Storage failures are 503 (as on the paid routes), never a 500.
       const order = await deps.reports.guardStorage(() => deps.reports.orders.open(request.body.id, request.body.key, now));
-      if (!order.report_id) {
-        reply.header('retry-after', '5');
-        return reply.status(202).send({ status: 'unpaid' as const, orderId: order.id, retryAfter: 5, reason: 'no payment has been received for this order' });
-      }
+      const unpaid = (reason: string) => {
+        reply.header('retry-after', String(UNPAID_RETRY_SECONDS));
+        return reply.status(202).send({ status: 'unpaid' as const, orderId: order.id, retryAfter: UNPAID_RETRY_SECONDS, reason });
+      };
+      if (!order.report_id) return unpaid('no payment has been received for this order');
       const reportId = order.report_id;
       const row = await deps.reports.guardStorage(() => deps.reports.store.byId(reportId));
       if (!row) throw new AppError('not_found', 'unknown report or incorrect key');
@@ -107,10 +110,7 @@ export const orderRoutes: FastifyPluginAsyncTypebox<AppDeps & { reports: PaidRep
       // The payment it waited for can no longer settle (refused, cancelled, expired unused):
       // nothing was charged, and the order is unpaid again (the specification's states of an
       // order: unpaid or pending 202, available 200, expired 410).
-      if (d.error.code === 'payment_invalid') {
-        reply.header('retry-after', '5');
-        return reply.status(202).send({ status: 'unpaid' as const, orderId: order.id, retryAfter: 5, reason: `${d.error.message}: pay again with this order's Report-Id and Recovery-Key` });
-      }
+      if (d.error.code === 'payment_invalid') return unpaid(`${d.error.message}: pay again with this order's Report-Id and Recovery-Key`);
       throw d.error;
     },
   );

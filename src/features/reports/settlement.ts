@@ -198,17 +198,13 @@ export class SettlementService {
   }
 
   /**
-   * A settled report as stored. Its receipt is re-issued when the key that signed it is not ours
-   * any more (replaced, or withdrawn with `paywarden receipt-key withdraw`, when it would never
-   * verify again): the same receipt, signed by the current key. The signature covers the
-   * subject's digest alone, so every reader gets that same receipt.
+   * A settled report as stored. Its receipt is signed again when the key that signed it is not
+   * ours any more (replaced, or withdrawn with `paywarden receipt-key withdraw`, when it would
+   * never verify again): the same receipt under the current key, the same for every reader.
    */
   private storedDelivery(row: PaidReportRow, settleTx: string): Delivery {
-    let receipt = JSON.parse(row.receipt ?? 'null') as PaidReceipt | null;
-    if (receipt && !this.deps.receipts.canComplete(receipt)) {
-      const { signature: _withdrawn, subject, ...unsigned } = receipt;
-      receipt = { ...this.deps.receipts.complete({ ...unsigned, keyId: this.deps.receipts.jwk.kid }), subject };
-    }
+    const stored = JSON.parse(row.receipt ?? 'null') as PaidReceipt | null;
+    const receipt = stored && this.deps.receipts.current(stored);
     return { kind: 'report', reportId: row.id, report: JSON.parse(row.report), receipt, headers: this.gateway.settlementHeaders(settleTx, row.payer) };
   }
 
