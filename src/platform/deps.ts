@@ -29,8 +29,43 @@ export const REDIS_COMMAND_TIMEOUT_MS = 500;
  */
 export function connectRedis(url: string, opts: { lazyConnect?: boolean } = {}): Redis {
   const redis = new Redis(url, { enableOfflineQueue: false, maxRetriesPerRequest: 1, commandTimeout: REDIS_COMMAND_TIMEOUT_MS, ...opts });
-  redis.on('error', () => {});
+  redis.on('error', (err: Error) => {
+    // A database index this Redis does not have: ioredis reports its refused SELECT and then
+    // runs every command on database 0, where another deployment's counts may live. Such a
+    // client is closed instead, so that its counts are taken in process (see openInfrastructure).
+    if (isRefusedDatabase(err)) redis.disconnect();
+  });
   return redis;
+}
+
+const isRefusedDatabase = (err: Error) => /DB index is out of range/i.test(err.message);
+
+/** How long a start waits for Redis to accept or refuse the configured database; an unreachable Redis does not hold the start. */
+const REDIS_START_CHECK_MS = 2_000;
+
+/**
+ * Resolves once Redis has selected the configured database, or is not answering (the service then
+ * starts with per-instance counts, as on any Redis outage); a ConfigError when Redis refused the
+ * database index, which no retry mends.
+ */
+async function checkRedisDatabase(redis: Redis): Promise<void> {
+  const refused = await new Promise<Error | undefined>((settle) => {
+    const timer = setTimeout(() => done(undefined), REDIS_START_CHECK_MS);
+    const onError = (err: Error) => (isRefusedDatabase(err) ? done(err) : undefined);
+    const onReady = () => done(undefined);
+    function done(err: Error | undefined) {
+      clearTimeout(timer);
+      redis.off('error', onError);
+      redis.off('ready', onReady);
+      settle(err);
+    }
+    redis.on('error', onError);
+    redis.once('ready', onReady);
+  });
+  if (refused) {
+    redis.disconnect();
+    throw new ConfigError(`REDIS_URL: this Redis has no database ${redis.options.db} (${refused.message}); name one it has, such as redis://…/0`);
+  }
 }
 
 /** The setting, and the file (an SQLite URL holds no secret; a PostgreSQL one may). */
@@ -66,6 +101,12 @@ export async function openInfrastructure(config: Config, clock: Clock = systemCl
     throw lockedDatabase(err, config, 'cannot open ') ?? new ConfigError(`cannot open ${databaseSetting(config)}: ${messageOf(err)}`);
   });
   const redis = config.redisUrl ? connectRedis(config.redisUrl) : undefined;
+  if (redis) {
+    await checkRedisDatabase(redis).catch(async (err: unknown) => {
+      await database.close();
+      throw err;
+    });
+  }
   const limiter = createRateLimiter(config, redis ? { redis, keyPrefix: config.redisKeyPrefix } : {});
   return {
     config,
