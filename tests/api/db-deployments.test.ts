@@ -304,6 +304,27 @@ describe.skipIf(testDialect !== 'postgres')('PostgreSQL: the service in a schema
     });
   });
 
+  it('a search_path that names no schema that exists is refused, by the service and the CLI, even beside a deployment in public', async () => {
+    await withDatabase(async (db) => {
+      await (await openDatabase(urlOf(db))).close(); // a deployment in public
+      const typo = withPath(db, 'paywardne');
+      // Its migration records were looked for in public and found complete; the first query then
+      // failed with 'relation "…" does not exist', naming neither the cause nor the fix.
+      await expect(openDatabase(typo)).rejects.toThrow(/search_path of DATABASE_URL.s connections \(paywardne\) names no schema that exists/);
+      const errors: string[] = [];
+      const lines: string[] = [];
+      const out = { log: (s: string) => lines.push(s), error: (s: string) => errors.push(s) };
+      expect(await run(['policy', 'show', `sgp_${'0'.repeat(32)}`], out, { DATABASE_URL: typo })).toBe(1);
+      expect(await run(['purge'], out, { DATABASE_URL: typo })).toBe(1);
+      expect(lines).toEqual([]);
+      expect(errors).toHaveLength(2);
+      for (const e of errors) {
+        expect(e).toMatch(/search_path of DATABASE_URL.s connections \(paywardne\) names no schema that exists/);
+        expect(e).not.toMatch(/does not exist$/);
+      }
+    });
+  });
+
   it("a role's own schema before public is not taken for a legacy deployment when public's belongs to another role it is a member of", async () => {
     const prod = pgTestName('pw_test_role', randomBytes(4).toString('hex'));
     const stg = pgTestName('pw_test_role', randomBytes(4).toString('hex'));

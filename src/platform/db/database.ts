@@ -159,7 +159,18 @@ async function migrationRecordsSchema(conn: Kysely<DB>): Promise<string> {
       exists (select 1 from rel where nspname = 'public' and relname = 'kysely_migration' and own) as "publicOwn",
       exists (select 1 from rel where nspname = 'public' and relname = 'kv') and 'public' = any(current_schemas(false)) as "publicOnPath"`.execute(conn);
   const r = rows[0];
-  if (!r?.schema) return 'public';
+  // No schema of the search_path exists (or none the role may use: a typo in the URL's
+  // `options`, a schema not made yet). Nothing unqualified can be found or made then: records
+  // looked for in public instead were found complete beside a deployment there, and the first
+  // query failed with 'relation "…" does not exist', which named neither cause nor fix (the
+  // service's start, on the kv table; the CLI, on each command).
+  if (!r?.schema) {
+    const { rows: path } = await sql<{ path: string }>`select current_setting('search_path') as path`.execute(conn);
+    throw new Error(
+      `the search_path of DATABASE_URL's connections (${path[0]?.path ?? ''}) names no schema that exists and that ${r?.user ?? 'its role'} may use: ` +
+        "create that schema (owned by the service's role), or correct search_path in the URL's options, PGOPTIONS or the role's settings",
+    );
+  }
   if (r.here || !r.inPublic) return r.schema;
   const { rows: ours } = await sql<{ ours: boolean }>`select exists (select 1 from public.kysely_migration where name = '0001_foundation') as ours`.execute(conn);
   if (!ours[0]?.ours) return r.schema;
