@@ -6,7 +6,7 @@ import type { Config } from './config.js';
 import type { Clock } from './platform/clock.js';
 import type { Database } from './platform/db/database.js';
 import { installCors } from './platform/cors.js';
-import { BODY_LIMIT, clientError, frameworkError, refuseConnect, refuseExpectation, genReqId, HTTP_OPTIONS, installErrorHandling, installValidators } from './platform/http.js';
+import { BODY_LIMIT, clientError, frameworkError, refuseConnect, refuseExpectation, genReqId, HTTP_OPTIONS, installErrorHandling, installValidators, MAX_HEADERS_COUNT } from './platform/http.js';
 import { ADDRESS_FORMAT } from './platform/schemas.js';
 import { installOptionalBodies, openApiOptions } from './platform/openapi.js';
 import { redactKeys } from './platform/errors.js';
@@ -113,6 +113,7 @@ export async function buildApp(deps: AppDeps): Promise<App> {
     ...HTTP_OPTIONS,
   }).withTypeProvider<TypeBoxTypeProvider>();
 
+  app.server.maxHeadersCount = MAX_HEADERS_COUNT;
   app.server.on('connect', refuseConnect.bind(app));
   app.server.on('checkExpectation', refuseExpectation.bind(app));
   installValidators(app);

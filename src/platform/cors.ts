@@ -22,8 +22,9 @@ export function installCors(app: FastifyInstance): void {
   app.addHook('onRequest', (request, reply, done) => {
     const origin = request.headers.origin;
     if (origin === undefined) {
-      // A cache must not hand this answer to a browser request with an Origin.
-      if (request.method === 'GET') reply.header('vary', 'Origin');
+      // A cache must not hand this answer to a browser request with an Origin (HEAD answers with
+      // the headers GET would).
+      if (request.method === 'GET' || request.method === 'HEAD') reply.header('vary', 'Origin');
       done();
       return;
     }

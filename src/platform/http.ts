@@ -177,9 +177,10 @@ function validationProblem(err: FastifyError): AppError {
   const errors = all.slice(0, MAX_LISTED_ERRORS).map((v) => {
     const missing = (v.params as { missingProperty?: string }).missingProperty;
     const extra = (v.params as { additionalProperty?: string }).additionalProperty;
-    const path = `${part}${v.instancePath}${missing ? `/${missing}` : ''}${extra ? `/${extra}` : ''}`;
+    // An unknown member may be named "" (`{"": 1}`, `?=1`): still named in the path, as every other.
+    const path = `${part}${v.instancePath}${missing !== undefined ? `/${missing}` : ''}${extra !== undefined ? `/${extra}` : ''}`;
     const checksum = v.keyword === 'format' && (v.params as { format?: string }).format === ADDRESS_FORMAT;
-    const message = extra ? 'unknown property is not allowed' : checksum ? ADDRESS_FORMAT_MESSAGE : (v.message ?? 'is invalid');
+    const message = extra !== undefined ? 'unknown property is not allowed' : checksum ? ADDRESS_FORMAT_MESSAGE : (v.message ?? 'is invalid');
     return { path, message };
   });
   const first = errors[0];
@@ -236,22 +237,44 @@ export function sendProblem(reply: FastifyReply, request: FastifyRequest, err: A
 }
 
 /**
- * Headers that hold one value, of which Node keeps the first and drops the others: which one
- * counted would depend on their order (a key, the body's media type, the request's Host), and a
- * proxy in front may have read another. The name of one sent more than once, or undefined.
+ * Headers that hold one value, of which Node keeps the first and drops the others (or, for the
+ * x402 and recovery headers, which it does not know, joins them with ", "): which one counted
+ * would depend on their order (a key, the body's media type, the request's Host), and a proxy in
+ * front may have read another. A joined PAYMENT-SIGNATURE read as a malformed payment (402), a
+ * Recovery-Key sent twice as an incorrect key (404). The name of one sent more than once, or
+ * undefined.
  */
+const SINGLE_HEADERS = ['Authorization', 'Content-Type', 'Host', 'PAYMENT-SIGNATURE', 'Report-Id', 'Recovery-Key'] as const;
+/** Each one's lower-case name and its bit, by the name's length (a cheap first check: most headers are none of these). */
+const SINGLE_BY_LENGTH = new Map<number, Array<[lower: string, bit: number, name: string]>>();
+SINGLE_HEADERS.forEach((name, i) => {
+  const lower = name.toLowerCase();
+  SINGLE_BY_LENGTH.set(lower.length, [...(SINGLE_BY_LENGTH.get(lower.length) ?? []), [lower, 1 << i, name]]);
+});
+
 function repeatedSingleHeader(raw: string[]): string | undefined {
   let seen = 0;
   for (let i = 0; i < raw.length; i += 2) {
     const name = raw[i]!;
-    // Cheap length checks first: most headers are none of these.
-    const bit = name.length === 13 ? (name.toLowerCase() === 'authorization' ? 1 : 0) : name.length === 12 ? (name.toLowerCase() === 'content-type' ? 2 : 0) : name.length === 4 ? (name.toLowerCase() === 'host' ? 4 : 0) : 0;
-    if (bit === 0) continue;
-    if (seen & bit) return bit === 1 ? 'Authorization' : bit === 2 ? 'Content-Type' : 'Host';
-    seen |= bit;
+    const candidates = SINGLE_BY_LENGTH.get(name.length);
+    if (candidates === undefined) continue;
+    const lower = name.toLowerCase();
+    for (const [single, bit, shown] of candidates) {
+      if (lower !== single) continue;
+      if (seen & bit) return shown;
+      seen |= bit;
+    }
   }
   return undefined;
 }
+
+/**
+ * Node keeps the first 2000 header lines of a request and drops the rest without a word (its
+ * default `maxHeadersCount`): a second Authorization, an If-Match (the PUT then replaced the
+ * policy unconditionally), a Content-Encoding or an Expect after 2000 short lines was never seen.
+ * With no count limit every line is kept; the 16 KiB limit on the header block still bounds them.
+ */
+export const MAX_HEADERS_COUNT = 0;
 
 /** 5xx answers that say how this deployment is set up, not that something failed. */
 const SET_UP_ANSWERS: ReadonlySet<string> = new Set(['direct_checks_disabled', 'payments_unavailable', 'shutting_down']);

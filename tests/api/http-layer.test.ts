@@ -146,6 +146,57 @@ describe('errors below the routes', () => {
     expect(parse(await send('chunked')).status).toBe(201);
   });
 
+  // Node keeps 2000 header lines by default and drops the others silently: what came after them
+  // was never seen (a second key, an If-Match, a Content-Encoding, an Expect).
+  describe('headers after 2000 other header lines are still read', () => {
+    const filler = Array.from({ length: 2100 }, (_, i) => `x-f${i % 10}:\r\n`).join('');
+    const expectCode = (answer: string, status: number, code: string) => expect(parse(answer).body).toMatchObject({ status, code });
+
+    it('a second Authorization: 400', async () => {
+      const p = await createPolicy(t);
+      const r = parse(await raw(port, `GET ${POLICIES}/${p.policyId} HTTP/1.1\r\nhost: x\r\nauthorization: Bearer ${p.adminKey}\r\n${filler}authorization: Bearer ${p.agentKey}\r\nconnection: close\r\n\r\n`));
+      expect(r.status).toBe(400);
+      expect(r.body).toMatchObject({ code: 'invalid_request', detail: 'send one Authorization header, not several' });
+    });
+
+    it('an If-Match that names another revision: 412, the policy unchanged', async () => {
+      const p = await createPolicy(t);
+      const body = JSON.stringify({ policy: createBody().policy });
+      const put = (ifMatch: string) =>
+        raw(port, `PUT ${POLICIES}/${p.policyId} HTTP/1.1\r\nhost: x\r\nauthorization: Bearer ${p.adminKey}\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\n${filler}if-match: ${ifMatch}\r\nconnection: close\r\n\r\n${body}`);
+      expectCode(await put('"999"'), 412, 'precondition_failed');
+      const r = await t.app.inject({ method: 'GET', url: `${POLICIES}/${p.policyId}`, headers: { authorization: `Bearer ${p.adminKey}` } });
+      expect(r.json().revision).toBe(1);
+      expect(parse(await put('"1"')).status).toBe(200);
+    });
+
+    it('a Content-Encoding: 415; an Expect: 417', async () => {
+      const body = JSON.stringify(createBody());
+      const post = (extra: string) => raw(port, `POST ${POLICIES} HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\n${filler}${extra}\r\nconnection: close\r\n\r\n${body}`);
+      expectCode(await post('content-encoding: gzip'), 415, 'unsupported_media_type');
+      expectCode(await post('expect: 200-ok'), 417, 'expectation_failed');
+    });
+  });
+
+  // Node joins the values of headers it does not know with ", ": a doubled PAYMENT-SIGNATURE read
+  // as a malformed payment (402), a doubled Recovery-Key as an incorrect key (404).
+  it.each(['PAYMENT-SIGNATURE', 'Report-Id', 'Recovery-Key'])('two %s headers: 400 whichever they hold', async (name) => {
+    const r = parse(await raw(port, `GET /api/quick-check HTTP/1.1\r\nhost: x\r\n${name}: a\r\n${name.toLowerCase()}: a\r\nconnection: close\r\n\r\n`));
+    expect(r.status).toBe(400);
+    expect(r.body).toMatchObject({ code: 'invalid_request', detail: `send one ${name} header, not several` });
+  });
+
+  it('an unknown member or query parameter named "": named in the path like any other', async () => {
+    const body = JSON.stringify({ '': 1, ...createBody() });
+    const r = parse(await raw(port, `POST ${POLICIES} HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`));
+    expect(r.body).toMatchObject({ status: 400, detail: 'body/: unknown property is not allowed', errors: [{ path: 'body/', message: 'unknown property is not allowed' }] });
+  });
+
+  it('HEAD answers with the Vary of GET', async () => {
+    const head = parse(await raw(port, 'HEAD /healthz HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n').then((a) => `${a}{}`));
+    expect(head.headers.vary).toBe('Origin');
+  });
+
   it('the service goes on answering on other connections', async () => {
     const r = parse(await raw(port, 'GET /healthz HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n'));
     expect(r.status).toBe(200);
