@@ -326,6 +326,10 @@ export function installErrorHandling(app: FastifyInstance): void {
   // A callback hook: an async one costs a promise and a microtask on every request.
   app.addHook('onRequest', (request, reply, done) => {
     reply.header('x-request-id', request.id);
+    // No protocol is upgraded to here, and Node's parser reads nothing more on a connection after a
+    // request asking for one: a request pipelined behind it waited unanswered until the keep-alive
+    // timeout. Such a connection ends with its answer instead.
+    if (request.headers.upgrade !== undefined) reply.header('connection', 'close');
     const repeated = repeatedSingleHeader(request.raw.rawHeaders);
     if (repeated !== undefined) {
       sendProblem(reply, request, new AppError('invalid_request', `send one ${repeated} header, not several`));

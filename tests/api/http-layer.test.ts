@@ -192,6 +192,13 @@ describe('errors below the routes', () => {
     expect(r.body).toMatchObject({ status: 400, detail: 'body/: unknown property is not allowed', errors: [{ path: 'body/', message: 'unknown property is not allowed' }] });
   });
 
+  it('a request pipelined behind one asking for an Upgrade: the connection closes after the first answer, not at the keep-alive timeout', async () => {
+    const answer = await raw(port, 'GET /healthz HTTP/1.1\r\nhost: x\r\nconnection: Upgrade\r\nupgrade: websocket\r\n\r\nGET /readyz HTTP/1.1\r\nhost: x\r\n\r\n');
+    const r = parse(answer);
+    expect(r.status).toBe(200);
+    expect(r.headers.connection).toBe('close');
+  });
+
   it('HEAD answers with the Vary of GET', async () => {
     const head = parse(await raw(port, 'HEAD /healthz HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n').then((a) => `${a}{}`));
     expect(head.headers.vary).toBe('Origin');
