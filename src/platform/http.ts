@@ -298,11 +298,16 @@ export const HTTP_OPTIONS = {
   },
 } as const;
 
+/** The scheme and authority of an absolute-form request target (RFC 9112 §3.2.2). */
+const ABSOLUTE_FORM = /^[a-z][a-z0-9+.-]*:\/\/[^/]*/i;
+
 export function installErrorHandling(app: FastifyInstance): void {
   const methodsAt = routeMethods(app);
   // No route for this method: 405 with the methods the path has (RFC 9110 §15.5.6), or 404.
   const notFound = (request: FastifyRequest): AppError => {
-    const path = request.url.split('?')[0]!;
+    // The path as the router read it: without the scheme and authority of an absolute-form target
+    // (`DELETE http://host/healthz`), which it routes like `/healthz`.
+    const path = request.url.split('?')[0]!.replace(ABSOLUTE_FORM, '');
     const allowed = methodsAt(path);
     if (allowed.length === 0) return new AppError('route_not_found', `no route ${request.method} ${path}`);
     const allow = [...allowed, 'OPTIONS'].join(', ');
@@ -469,7 +474,7 @@ function writeRawProblem(socket: Duplex, err: AppError, requestId: string): void
  */
 export function frameworkError(err: FastifyError, request: FastifyRequest, reply: FastifyReply): void {
   const detail =
-    err.code === 'FST_ERR_MAX_PARAM_LENGTH' ? 'a path parameter is too long to be an identifier' : 'the URL is not valid (malformed percent-encoding)';
+    err.code === 'FST_ERR_MAX_PARAM_LENGTH' ? 'a path parameter is too long to be an identifier' : 'the URL is not valid (malformed percent-encoding, or an absolute URL that is not one)';
   reply.header('x-request-id', request.id);
   void sendProblem(reply, request, new AppError('invalid_request', detail));
 }

@@ -199,6 +199,15 @@ describe('errors below the routes', () => {
     expect(r.headers.connection).toBe('close');
   });
 
+  it('an absolute-form target is routed, and refused, like its path', async () => {
+    const send = (target: string) => raw(port, `${target} HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n`);
+    expect(parse(await send('GET http://x/healthz')).status).toBe(200);
+    const wrongMethod = parse(await send('DELETE http://x/healthz'));
+    expect(wrongMethod.headers.allow).toBe('GET, HEAD, OPTIONS');
+    expect(wrongMethod.body).toMatchObject({ status: 405, code: 'method_not_allowed', detail: 'DELETE is not served at /healthz; it answers GET, HEAD, OPTIONS' });
+    expect(parse(await send('GET http://x/nope')).body).toMatchObject({ status: 404, code: 'route_not_found', detail: 'no route GET /nope' });
+  });
+
   it('HEAD answers with the Vary of GET', async () => {
     const head = parse(await raw(port, 'HEAD /healthz HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n').then((a) => `${a}{}`));
     expect(head.headers.vary).toBe('Origin');
