@@ -64,13 +64,17 @@ export function installValidators(app: FastifyInstance): void {
   });
 }
 
+const CHARSET_PARAMETER = /;\s*charset\s*=\s*"?([^";\s]*)/gi;
+
 /**
  * A JSON body is read as UTF-8 without a content or transfer coding. A body labelled with another
  * charset, or compressed, would be read as something its sender did not write: 415, not a guess.
  */
 function refusedEncoding(headers: FastifyRequest['headers']): AppError | undefined {
-  const charset = /;\s*charset\s*=\s*"?([^";\s]*)/i.exec(headers['content-type'] ?? '')?.[1]?.toLowerCase();
-  if (charset !== undefined && charset !== 'utf-8' && charset !== 'utf8') {
+  // Every charset parameter counts: of `charset=utf-8; charset=utf-16` a proxy may have read either.
+  const type = headers['content-type'] ?? '';
+  const charsets = type.length > 16 ? [...type.matchAll(CHARSET_PARAMETER)].map((m) => m[1]!.toLowerCase()) : [];
+  if (charsets.some((charset) => charset !== 'utf-8' && charset !== 'utf8')) {
     return new AppError('unsupported_media_type', 'send the body as application/json in UTF-8 (charset=utf-8, or no charset)');
   }
   const coding = headers['content-encoding']?.trim().toLowerCase();
