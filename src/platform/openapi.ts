@@ -19,7 +19,9 @@ export function openApiOptions(config: Config): SwaggerOptions {
           'Free advisory tools, protected spend policies kept outside the agent, paid safety reports over x402, and tamper-evident evidence chains for USDC on Base.',
           'The service never holds keys, never signs, never executes and never authorizes a payment: executionAuthorized is always false, and no paid check is invoked or charged automatically.',
           '',
-          '**Errors** are RFC 9457 problem bodies (`application/problem+json`) with a stable `code` and the `requestId`; every 429 carries `Retry-After`. A path asked with a method it does not answer is 405 with `Allow`; an unknown path is 404.',
+          '**Errors** are RFC 9457 problem bodies (`application/problem+json`) with a stable `code` and the `requestId`; every 429 carries `Retry-After`. A path asked with a method it does not answer is 405 with `Allow`; an unknown path is 404. Every GET also answers HEAD (its headers, no body), and every path answers OPTIONS with 204 (a CORS preflight gets the `Access-Control-*` headers).',
+          '',
+          'Any request may be refused before its route runs, with a problem body: 400 `invalid_request` when Authorization, Content-Type or Host is sent more than once, an HTTP/1.1 request has no Host, the URL has malformed percent-encoding, or the request is not valid HTTP/1.1; 408 `request_timeout` when it is not sent whole within 30 s; 417 `expectation_failed` for an `Expect` other than 100-continue; 431 `headers_too_large` over 16 KiB of request line and headers.',
           '',
           `**Payment (x402 v2).** Paid reports answer a request without a \`PAYMENT-SIGNATURE\` header with 402 and a \`PAYMENT-REQUIRED\` header (base64 JSON: x402Version 2, scheme exact, network ${NETWORK}, asset USDC ${USDC_ADDRESS}, the report's price). An x402 v2 client authorizes that amount and retries the same request with \`PAYMENT-SIGNATURE\`; a 200 carries the report and \`PAYMENT-RESPONSE\`. A 402 never charges; its body is a problem body like every other error (code \`payment_required\`, or \`payment_invalid\` with the reason when a payment was not accepted), and x402 clients read the challenge from the header. Input is validated before any payment is asked for.`,
         ].join('\n'),
@@ -84,7 +86,8 @@ type Document = { paths?: Record<string, Record<string, Operation | unknown>> };
 
 /**
  * What @fastify/swagger cannot take from a route's schema: a body marked optional
- * (OPTIONAL_BODY); a 503 that any request may meet (the service shutting down, its storage
+ * (OPTIONAL_BODY); a 400 that any request may meet before its route runs (refusedBeforeRouting);
+ * a 503 that any request may meet (the service shutting down, its storage
  * failing: installErrorHandling, toAppError); and what holds for every response: each carries
  * x-request-id (installErrorHandling); every error is a problem body sent as
  * application/problem+json (sendProblem), where the generator writes application/json; a 402
@@ -97,6 +100,10 @@ function withWhatEveryResponseSays(doc: Document): Document {
       if (operation?.[OPTIONAL_BODY]) {
         delete operation[OPTIONAL_BODY];
         if (operation.requestBody) operation.requestBody.required = false;
+      }
+      if (operation?.responses && !operation.responses['400']) {
+        // In status order, as the generator writes them.
+        operation.responses = Object.fromEntries(Object.entries({ ...operation.responses, 400: refusedBeforeRouting() }).sort(([a], [b]) => a.localeCompare(b)));
       }
       const responses = operation?.responses;
       if (responses && !responses['503']) responses['503'] = unavailable();
@@ -114,6 +121,20 @@ function withWhatEveryResponseSays(doc: Document): Document {
     }
   }
   return doc;
+}
+
+/**
+ * The 400 any request may meet before its route runs, for an operation whose own schema has none:
+ * a header that holds one value sent twice, an HTTP/1.1 request without Host
+ * (installErrorHandling), a URL with malformed percent-encoding (frameworkError).
+ */
+function refusedBeforeRouting(): Response {
+  const schema = structuredClone(problems(400)[400]) as { description: string };
+  schema.description = 'Invalid request';
+  return {
+    description: 'Invalid request (invalid_request): Authorization, Content-Type or Host sent more than once, an HTTP/1.1 request without Host, or a URL with malformed percent-encoding',
+    content: { 'application/json': { schema } },
+  };
 }
 
 /** The 503 problem response, as the generator writes problems(503) (a fresh copy each time). */
