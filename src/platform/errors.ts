@@ -57,7 +57,8 @@ export interface ProblemBody {
   title: string;
   status: number;
   code: ErrorCode;
-  detail?: string;
+  /** Always present (DESIGN.md section 3; the OpenAPI problem schema requires it). */
+  detail: string;
   requestId: string;
   errors?: Array<{ path: string; message: string }>;
   retryAfter?: number;
@@ -122,11 +123,11 @@ export function problemBody(err: AppError, requestId: string): ProblemBody {
     status: err.status,
     code: err.code,
     requestId,
+    // AppError details are written by this service, never copied from a driver or an upstream
+    // answer (those can hold internals such as RPC URLs with keys); unexpected errors never get here.
+    // They may quote what the caller sent, though (a member name, a query parameter): redacted.
+    detail: redactKeys(err.message),
   };
-  // AppError details are written by this service, never copied from a driver or an upstream
-  // answer (those can hold internals such as RPC URLs with keys); unexpected errors never get here.
-  // They may quote what the caller sent, though (a member name, a query parameter): redacted.
-  body.detail = redactKeys(err.message);
   if (err.errors) body.errors = err.errors.map((e) => ({ path: redactKeys(e.path), message: redactKeys(e.message) }));
   if (err.retryAfter !== undefined) body.retryAfter = err.retryAfter;
   return body;

@@ -58,7 +58,7 @@ export const Problem = Type.Object(
     title: Type.String(),
     status: Type.Integer(),
     code: Type.String({ description: 'Stable machine-readable error code' }),
-    detail: Type.Optional(Type.String()),
+    detail: Type.String({ description: 'What went wrong, for a person; always present' }),
     requestId: Type.String(),
     errors: Type.Optional(Type.Array(Type.Object({ path: Type.String(), message: Type.String() }))),
     retryAfter: Type.Optional(Type.Integer({ description: 'Seconds to wait before retrying (429, and 503 shutting_down or storage_unavailable; also in Retry-After)' })),

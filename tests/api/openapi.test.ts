@@ -226,6 +226,8 @@ describe('GET /openapi.json', () => {
           if (Number(status) < 400) continue;
           errors++;
           expect(Object.keys(res.content), `${method} ${path} ${status}`).toEqual(['application/problem+json']);
+          // DESIGN.md section 3: every error body has these members (problemBody always writes detail).
+          expect(res.content['application/problem+json'].schema.required, `${method} ${path} ${status}`).toEqual(expect.arrayContaining(['type', 'title', 'status', 'code', 'detail', 'requestId']));
           if (status === '429') expect(res.headers?.['Retry-After']?.schema?.type, `${method} ${path}`).toBe('integer');
         }
       }
