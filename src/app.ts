@@ -118,8 +118,7 @@ export async function buildApp(deps: AppDeps): Promise<App> {
   app.server.on('checkExpectation', refuseExpectation.bind(app));
   installValidators(app);
   installOptionalBodies(app);
-  installErrorHandling(app);
-  installCors(app);
+  installCors(app, installErrorHandling(app));
   await app.register(swagger, openApiOptions(deps.config));
 
   await app.register(healthRoutes, deps);

@@ -39,7 +39,7 @@ import { evaluatePolicy } from '../../src/features/spend-policy/rules.js';
 import { EvaluateRequest, EvaluateResponse } from '../../src/features/spend-policy/schemas.js';
 import { installCors } from '../../src/platform/cors.js';
 import { openInfrastructure } from '../../src/platform/deps.js';
-import { BODY_LIMIT, genReqId, installErrorHandling, installValidators as installServiceValidators, sendProblem, toAppError } from '../../src/platform/http.js';
+import { BODY_LIMIT, genReqId, installErrorHandling, installValidators as installServiceValidators, sendProblem, toAppError, type PathMethods } from '../../src/platform/http.js';
 import { AppError } from '../../src/platform/errors.js';
 import { AMOUNT_PATTERN, parseUsdc } from '../../src/platform/money.js';
 import { openApiOptions } from '../../src/platform/openapi.js';
@@ -118,6 +118,7 @@ export async function buildVariant(flags: ReadonlySet<string>, deps: AppDeps): P
   }).withTypeProvider<TypeBoxTypeProvider>();
 
   installValidators(app, on);
+  let pathMethods: PathMethods = () => ({ path: '', allow: undefined });
   if (on('synchook') || on('noreqidhook')) {
     // installErrorHandling adds the async x-request-id hook; rebuild its other parts here.
     if (on('synchook')) {
@@ -129,7 +130,7 @@ export async function buildVariant(flags: ReadonlySet<string>, deps: AppDeps): P
     app.setErrorHandler((err, request, reply) => sendProblem(reply, request, toAppError(err)));
     app.setNotFoundHandler((request, reply) => sendProblem(reply, request, new AppError('route_not_found', 'no route')));
   } else {
-    installErrorHandling(app);
+    pathMethods = installErrorHandling(app);
   }
   if (on('lightcors')) {
     app.addHook('onRequest', (request, reply, done) => {
@@ -138,7 +139,7 @@ export async function buildVariant(flags: ReadonlySet<string>, deps: AppDeps): P
       done();
     });
   } else if (!on('nocors')) {
-    installCors(app);
+    installCors(app, pathMethods);
   }
   if (!on('noswagger')) await app.register(swagger, openApiOptions(deps.config));
 

@@ -22,7 +22,7 @@ import { testConfig } from '../../src/config.js';
 import { evaluation } from '../../src/features/spend-policy/evaluate-routes.js';
 import { EvaluateRequest, EvaluateResponse } from '../../src/features/spend-policy/schemas.js';
 import { installCors } from '../../src/platform/cors.js';
-import { BODY_LIMIT, frameworkError, genReqId, HTTP_OPTIONS, installErrorHandling, installValidators } from '../../src/platform/http.js';
+import { BODY_LIMIT, frameworkError, genReqId, HTTP_OPTIONS, installErrorHandling, installValidators, type PathMethods } from '../../src/platform/http.js';
 import { openApiOptions } from '../../src/platform/openapi.js';
 import { problems } from '../../src/platform/schemas.js';
 import { EVALUATE_BODY } from '../targets/evaluate.js';
@@ -47,8 +47,8 @@ const target: TargetModule = {
       const ajv = addFormats.default(new Ajv.default({ allErrors: true, removeAdditional: false, useDefaults: false, coerceTypes: false, strict: false }));
       app.setValidatorCompiler(({ schema }) => ajv.compile(schema as object));
     }
-    if (step >= 4) installErrorHandling(app);
-    if (step >= 5) installCors(app);
+    const pathMethods: PathMethods = step >= 4 ? installErrorHandling(app) : () => ({ path: '', allow: undefined });
+    if (step >= 5) installCors(app, pathMethods);
     if (step >= 6) await app.register(swagger, openApiOptions(config));
     const response = step >= 1 && mode !== 'noschema' ? { response: { 200: EvaluateResponse, ...problems(400, 413, 415, 429) } } : {};
     app.post('/api/spendpolicy/evaluate', { schema: { body: EvaluateRequest, ...response } }, async (request) => {

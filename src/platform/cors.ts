@@ -1,4 +1,6 @@
 import type { FastifyInstance } from 'fastify';
+import { AppError } from './errors.js';
+import type { PathMethods } from './http.js';
 
 /** Methods, request headers and response headers a browser client of the service needs. */
 export const ALLOW_METHODS = 'GET, POST, PUT, OPTIONS';
@@ -18,7 +20,7 @@ const PREFLIGHT_MAX_AGE = '600';
  * request and added three headers to every response: on the free evaluation that was measurable
  * (bench/experiments/ablation.ts, "lightcors").
  */
-export function installCors(app: FastifyInstance): void {
+export function installCors(app: FastifyInstance, pathMethods: PathMethods): void {
   app.addHook('onRequest', (request, reply, done) => {
     const origin = request.headers.origin;
     if (origin === undefined) {
@@ -43,8 +45,12 @@ export function installCors(app: FastifyInstance): void {
     }
     done();
   });
-  // OPTIONS without a preflight's headers: say which methods exist.
-  app.options('*', { schema: { hide: true } }, (_request, reply) => {
-    reply.header('allow', ALLOW_METHODS).code(204).send();
+  // OPTIONS without a preflight's headers: the methods the path answers (those of the whole
+  // service for `OPTIONS *`), as a 405 names them; 404 for a path without routes.
+  app.options('*', { schema: { hide: true } }, (request, reply) => {
+    if (request.url === '*') return reply.header('allow', ALLOW_METHODS).code(204).send();
+    const { path, allow } = pathMethods(request);
+    if (allow === undefined) throw new AppError('route_not_found', `no route OPTIONS ${path}`);
+    return reply.header('allow', allow).code(204).send();
   });
 }

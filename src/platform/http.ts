@@ -305,16 +305,25 @@ export const HTTP_OPTIONS = {
 /** The scheme and authority of an absolute-form request target (RFC 9112 §3.2.2). */
 const ABSOLUTE_FORM = /^[a-z][a-z0-9+.-]*:\/\/[^/]*/i;
 
-export function installErrorHandling(app: FastifyInstance): void {
+/**
+ * What a request's path answers: the path as the router read it (without the scheme and
+ * authority of an absolute-form target, `DELETE http://host/healthz`, which it routes like
+ * `/healthz`), and its Allow header, or undefined when no route has that path.
+ */
+export type PathMethods = (request: FastifyRequest) => { path: string; allow: string | undefined };
+
+/** Installs the service's error handling; returns what each path answers (for OPTIONS). */
+export function installErrorHandling(app: FastifyInstance): PathMethods {
   const methodsAt = routeMethods(app);
-  // No route for this method: 405 with the methods the path has (RFC 9110 §15.5.6), or 404.
-  const notFound = (request: FastifyRequest): AppError => {
-    // The path as the router read it: without the scheme and authority of an absolute-form target
-    // (`DELETE http://host/healthz`), which it routes like `/healthz`.
+  const pathMethods: PathMethods = (request) => {
     const path = request.url.split('?')[0]!.replace(ABSOLUTE_FORM, '');
     const allowed = methodsAt(path);
-    if (allowed.length === 0) return new AppError('route_not_found', `no route ${request.method} ${path}`);
-    const allow = [...allowed, 'OPTIONS'].join(', ');
+    return { path, allow: allowed.length === 0 ? undefined : [...allowed, 'OPTIONS'].join(', ') };
+  };
+  // No route for this method: 405 with the methods the path has (RFC 9110 §15.5.6), or 404.
+  const notFound = (request: FastifyRequest): AppError => {
+    const { path, allow } = pathMethods(request);
+    if (allow === undefined) return new AppError('route_not_found', `no route ${request.method} ${path}`);
     return new AppError('method_not_allowed', `${request.method} is not served at ${path}; it answers ${allow}`, { headers: { allow } });
   };
   let closing = false;
@@ -368,6 +377,7 @@ export function installErrorHandling(app: FastifyInstance): void {
     return sendProblem(reply, request, appErr);
   });
   app.setNotFoundHandler((request, reply) => sendProblem(reply, request, notFound(request)));
+  return pathMethods;
 }
 
 /**

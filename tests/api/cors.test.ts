@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { EVALUATE_BODY } from '../../bench/targets/evaluate.js';
 import { createTestApp } from '../helpers/app.js';
+import { expectProblem } from '../helpers/problems.js';
 import { suiteFixture } from '../helpers/suite.js';
 
 const ORIGIN = 'https://wallet.example';
@@ -52,9 +53,20 @@ describe('CORS', () => {
     expect(res.headers['access-control-max-age']).toBe('600');
   });
 
-  it('a plain OPTIONS (no preflight headers) lists the methods and is not a 404 or a 5xx', async () => {
-    const res = await t.app.inject({ method: 'OPTIONS', url: '/api/spendpolicy/evaluate' });
-    expect(res.statusCode).toBe(204);
-    expect(res.headers.allow).toBe('GET, POST, PUT, OPTIONS');
+  it('a plain OPTIONS (no preflight headers) lists the methods its path answers, as a 405 does', async () => {
+    const allowOf = async (url: string) => {
+      const res = await t.app.inject({ method: 'OPTIONS', url });
+      expect(res.statusCode).toBe(204);
+      return res.headers.allow;
+    };
+    expect(await allowOf('/api/spendpolicy/evaluate')).toBe('POST, OPTIONS');
+    expect(await allowOf('/healthz?x=1')).toBe('GET, HEAD, OPTIONS');
+    expect(await allowOf('/api/spendpolicy/policies/sgp_x')).toBe('GET, HEAD, PUT, OPTIONS');
+    const del = await t.app.inject({ method: 'DELETE', url: '/api/spendpolicy/policies/sgp_x' });
+    expect(del.headers.allow).toBe('GET, HEAD, PUT, OPTIONS');
+  });
+
+  it('a plain OPTIONS of a path without routes is 404', async () => {
+    expectProblem(await t.app.inject({ method: 'OPTIONS', url: '/nope' }), 404, 'route_not_found');
   });
 });
