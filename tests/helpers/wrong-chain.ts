@@ -19,6 +19,7 @@ export function startWrongChainFork(rpcUrl: string): Promise<ChainHandle> {
 export function expectWrongChain(err: unknown, chainId = NOT_BASE_CHAIN_ID): void {
   expect(err).toBeInstanceOf(AppError);
   expect(err).toMatchObject({ code: 'upstream_unavailable', status: 502, message: UPSTREAM_DETAIL });
-  // Found by the client's check (onBase) or by the check of the URL itself (its reads fail).
-  expect(((err as AppError).cause as Error).message).toMatch(new RegExp(`^(WrongChainError: )?the RPC serves chain id ${chainId}, not Base \\(8453\\)$`));
+  // Found by the client's check (onBase) or by the check of the URL itself (its reads fail, a
+  // contract read's failure wrapped by viem as a CallExecutionError): whichever fails first.
+  expect(((err as AppError).cause as Error).message).toMatch(new RegExp(`^((WrongChain|CallExecution)Error: )?the RPC serves chain id ${chainId}, not Base \\(8453\\)$`));
 }
