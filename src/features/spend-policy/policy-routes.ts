@@ -24,7 +24,7 @@ const Params = Type.Object({ policyId: PolicyId });
 const adminOnly = { kinds: ['admin' as const], missing: 'admin_key_required' as const };
 const adminSecurity = [{ adminKey: [] }];
 /** Answers that carry the policy send its revision as the ETag, which If-Match names. */
-const EtagHeader = { ETag: { type: 'string', description: 'The policy revision, quoted (e.g. "3"): send it back in If-Match' } };
+const EtagHeader = { ETag: { type: 'string', description: 'The policy revision, quoted (e.g. "3"): send it back in If-Match. It changes with every PUT (rules and statuses), not with what the operator sets from the CLI (directChecks), which no PUT writes' } };
 
 /**
  * The revisions If-Match names, or undefined when it names any (absent, or `*`). It is a list of
