@@ -142,16 +142,17 @@ function wholeNumbersOnly(validate: ValidateFunction): ValidateFunction {
 /**
  * Query strings and path parameters arrive as text and are coerced to the schema's types, and
  * ajv's coercion takes anything JavaScript reads as a number ("0x10", "1e1", " 10", "10.0"). An
- * integer member must be written in plain digits: its text is checked before the coercion.
+ * integer member must be written in plain digits (no sign, no leading zero: "010" is not read
+ * as 10 without a word): its text is checked before the coercion.
  */
 function integersInDigits(schema: object, validate: ValidateFunction): ValidateFunction {
   const properties = (schema as { properties?: Record<string, { type?: unknown }> }).properties ?? {};
   const integers = Object.keys(properties).filter((k) => properties[k]!.type === 'integer');
   if (integers.length === 0) return validate;
   const checked = ((data: Record<string, unknown> | null, ...rest: unknown[]) => {
-    const text = integers.find((k) => typeof data?.[k] === 'string' && !/^-?[0-9]+$/.test(data[k] as string));
+    const text = integers.find((k) => typeof data?.[k] === 'string' && !/^(?:0|[1-9][0-9]*)$/.test(data[k] as string));
     if (text !== undefined) {
-      checked.errors = [{ instancePath: `/${text}`, schemaPath: '', keyword: 'type', params: { type: 'integer' }, message: 'must be a whole number in digits' }];
+      checked.errors = [{ instancePath: `/${text}`, schemaPath: '', keyword: 'type', params: { type: 'integer' }, message: 'must be a whole number in plain digits (no sign, no leading zero)' }];
       return false;
     }
     const ok = (validate as (...a: unknown[]) => boolean)(data, ...rest);

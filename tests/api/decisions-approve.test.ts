@@ -306,8 +306,8 @@ describe('GET /api/spendpolicy/policies/{policyId}/decisions', () => {
     for (const q of ['status=OPEN', 'limit=0', 'limit=201', 'cursor=abc', 'color=red']) {
       expectInvalid(await listDecisions(t, p.policyId, p.adminKey, q));
     }
-    // Numbers only in plain digits: no hex, exponent, white space, fraction, or a repeated limit.
-    for (const limit of ['0x10', '1e1', '%2010', '10.0', '', '10&limit=20']) {
+    // Numbers only in plain digits: no hex, exponent, white space, fraction, sign, leading zero, or a repeated limit.
+    for (const limit of ['0x10', '1e1', '%2010', '10.0', '', '10&limit=20', '010', '%2B10', '-0']) {
       expectInvalid(await listDecisions(t, p.policyId, p.adminKey, `limit=${limit}`), 'querystring/limit');
     }
   });
