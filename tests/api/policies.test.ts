@@ -332,16 +332,17 @@ describe('protected policies', () => {
       expect(ok.headers.etag).toBe('"3"');
       expect(json(ok)).toMatchObject({ revision: 3, policy: { dailyBudget: '80' } });
 
-      for (const malformed of ['banana', '"3', '3"', '"3" "4"', ', "3"', ' ']) {
+      for (const malformed of ['banana', '"3', '3"', '"3" "4"', ',', ' , ,', ' ']) {
         expectProblem(await putPolicy(t, p.policyId, { policy: rules() }, { ...admin, 'if-match': malformed }), 400, 'invalid_request');
       }
       // Well-formed entity tags that name no revision, or only others, are 412 (RFC 9110 §13.1.1).
-      for (const other of ['""', '"abc"', '"03"', '"1", "2"', '"4", W/"9"']) {
+      for (const other of ['""', '"abc"', '"03"', '"1", "2"', '"4", W/"9"', ', "1"', '"1", , "2",']) {
         expectProblem(await putPolicy(t, p.policyId, { policy: rules() }, { ...admin, 'if-match': other }), 412, 'precondition_failed');
       }
       expect(json(await getPolicy(t, p.policyId, admin)).revision).toBe(3);
-      // A list that names the current revision among others replaces it.
-      const listed = await putPolicy(t, p.policyId, { policy: rules() }, { ...admin, 'if-match': '"2", "3"' });
+      // A list that names the current revision among others replaces it; its empty elements are
+      // skipped (RFC 9110 §5.6.1.2).
+      const listed = await putPolicy(t, p.policyId, { policy: rules() }, { ...admin, 'if-match': ', "2", , "3" ,' });
       expect(listed.statusCode, listed.body).toBe(200);
       expect(json(listed).revision).toBe(4);
       // The ETag as a compressing proxy weakens it, and a bare revision, name the revision too.

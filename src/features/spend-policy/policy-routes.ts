@@ -40,6 +40,10 @@ function ifMatchRevisions(header: string | undefined): ReadonlySet<number> | und
   const revisions = new Set<number>();
   let tags = 0;
   for (let pos = 0; pos < header.length; tags++) {
+    // Empty list elements (`"3", , "4"`, a leading or trailing comma) are skipped (RFC 9110 §5.6.1.2).
+    EMPTY_ELEMENTS.lastIndex = pos;
+    if (EMPTY_ELEMENTS.test(header)) pos = EMPTY_ELEMENTS.lastIndex;
+    if (pos === header.length) break;
     ENTITY_TAG.lastIndex = pos;
     const m = ENTITY_TAG.exec(header);
     if (!m) throw new AppError('invalid_request', 'If-Match must be the policy revision as its ETag gives it, e.g. "3"');
@@ -50,6 +54,8 @@ function ifMatchRevisions(header: string | undefined): ReadonlySet<number> | und
   if (!tags) throw new AppError('invalid_request', 'If-Match names no entity tag');
   return revisions;
 }
+/** Empty elements of a list: white space and commas, up to the next element or the end. */
+const EMPTY_ELEMENTS = /(?:[ \t]*,)+[ \t]*|[ \t]+$/y;
 /** One element of an If-Match list: an entity tag (weak or strong) or a bare revision, then a comma or the end. */
 const ENTITY_TAG = /[ \t]*(?:(?:W\/)?"([\x21\x23-\x7e\x80-\xff]*)"|([0-9]{1,9}))[ \t]*(?:,|$)/y;
 
