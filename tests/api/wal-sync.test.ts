@@ -1,6 +1,6 @@
 import { existsSync, mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { sql } from 'kysely';
 import { openDatabase } from '../../src/platform/db/database.js';
 import { afterEach, describe, expect, it, vi } from 'vitest';
@@ -124,6 +124,46 @@ describe.skipIf(testDialect !== 'sqlite')('SQLite commits synced off the event l
     expect(json(await getPolicy(t, p.policyId, bearer(p.adminKey)))).toMatchObject({ revision: 1, agentStatus: 'active' });
     // The old agent key still names the policy (a rotated key would get 404); the decision itself is refused.
     expectProblem(await decideRaw(t, p, { requestId: rid('old-key'), amount: '1' }), 503, 'storage_unavailable');
+  });
+});
+
+describe.skipIf(testDialect !== 'sqlite')('SQLite database file deleted or replaced while the service runs', () => {
+  let t: TestApp | undefined;
+  afterEach(async () => {
+    await t?.close();
+    t = undefined;
+  });
+
+  // SQLite goes on writing through its open descriptors to unlinked files: every commit "synced"
+  // there is gone when the process ends. Such a commit must not be acknowledged.
+  it('answers 503 to the next decision instead of acknowledging it into a deleted file, and is not ready', async () => {
+    t = await createTestApp();
+    t.clock.set(START);
+    const p = await createPolicy(t);
+    expect((await decideRaw(t, p, { requestId: rid('before'), amount: '1' })).statusCode).toBe(200);
+    const file = t.database.url.slice('sqlite:'.length);
+    rmSync(dirname(file), { recursive: true, force: true });
+    expectProblem(await decideRaw(t, p, { requestId: rid('after'), amount: '1' }), 503, 'storage_unavailable');
+    expectProblem(await decideRaw(t, p, { requestId: rid('later'), amount: '1' }), 503, 'storage_unavailable');
+    expect((await t.app.inject({ method: 'GET', url: '/readyz' })).statusCode).toBe(503);
+  });
+
+  it('is not ready once the file was deleted, before any write', async () => {
+    t = await createTestApp();
+    const file = t.database.url.slice('sqlite:'.length);
+    expect((await t.app.inject({ method: 'GET', url: '/readyz' })).statusCode).toBe(200);
+    for (const f of [file, `${file}-wal`, `${file}-shm`]) rmSync(f, { force: true });
+    expect((await t.app.inject({ method: 'GET', url: '/readyz' })).statusCode).toBe(503);
+  });
+
+  it('answers 503 once another file was put in its place (a restore over a running service)', async () => {
+    t = await createTestApp();
+    t.clock.set(START);
+    const p = await createPolicy(t);
+    const file = t.database.url.slice('sqlite:'.length);
+    rmSync(file);
+    writeFileSync(file, '');
+    expectProblem(await decideRaw(t, p, { requestId: rid('replaced'), amount: '1' }), 503, 'storage_unavailable');
   });
 });
 

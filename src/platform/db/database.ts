@@ -273,8 +273,9 @@ function openSqlite(url: string, opts: DatabaseOptions): Database {
   const checkpointer = file === undefined ? undefined : startCheckpointer(sqlite, file, restartFrames);
   // The WAL lies beside the file SQLite resolved (a symbolic link to the database, or to a folder
   // on its path, is followed), which need not be beside the path configured.
-  const walPath = `${(sqlite.pragma('database_list') as Array<{ name: string; file: string }>).find((d) => d.name === 'main')!.file}-wal`;
-  const wal = checkpointer && { sync: new WalSync(sqlite, walPath), restartPending: () => checkpointer.restartPending() };
+  const mainFile = (sqlite.pragma('database_list') as Array<{ name: string; file: string }>).find((d) => d.name === 'main')!.file;
+  const walPath = `${mainFile}-wal`;
+  const wal = checkpointer && { sync: new WalSync(sqlite, walPath, undefined, mainFile), restartPending: () => checkpointer.restartPending() };
   const db = new Kysely<DB>({ dialect: new TransactionalDdlSqliteDialect({ database: withStatementCache(sqlite, () => wal?.sync.failed) }) });
   return {
     db,
@@ -283,6 +284,8 @@ function openSqlite(url: string, opts: DatabaseOptions): Database {
     ping: async () => {
       // After a failed fsync nothing can be written safely: not ready.
       if (wal?.sync.failed) throw wal.sync.failed;
+      // A database file deleted or replaced under the service: nothing written is kept.
+      await wal?.sync.checkFiles();
       await sql`select 1`.execute(db);
     },
     close: async () => {

@@ -1,4 +1,4 @@
-import { close, fdatasync, open } from 'node:fs';
+import { close, fdatasync, fstat, open, stat, statSync, type Stats } from 'node:fs';
 import { promisify } from 'node:util';
 import type SQLite from 'better-sqlite3';
 import { StorageFailure } from './failures.js';
@@ -6,6 +6,8 @@ import { StorageFailure } from './failures.js';
 const openFile = promisify(open);
 const datasync = promisify(fdatasync);
 const closeFile = promisify(close);
+const fstatFile = promisify(fstat);
+const statPath = promisify(stat);
 
 /**
  * Makes commits of an SQLite database durable off the event loop: an fdatasync of its WAL file
@@ -29,15 +31,47 @@ export class WalSync {
   private failure?: Error;
   private readonly normal: SQLite.Statement;
   private readonly full: SQLite.Statement;
+  /** The database file as opened (device and inode), to notice it deleted or replaced. */
+  private readonly dbIdentity?: { path: string; dev: number; ino: number };
 
   constructor(
     sqlite: SQLite.Database,
     private readonly walPath: string,
     /** The sync itself; tests replace it to hold or fail a sync. */
     private readonly sync: (fd: number) => Promise<void> = datasync,
+    /** The database file the WAL belongs to. */
+    dbPath?: string,
   ) {
     this.normal = sqlite.prepare('pragma synchronous = normal');
     this.full = sqlite.prepare('pragma synchronous = full');
+    if (dbPath !== undefined) {
+      const st = statSync(dbPath);
+      this.dbIdentity = { path: dbPath, dev: st.dev, ino: st.ino };
+    }
+  }
+
+  /**
+   * Fails for good (as a failed fsync does) once the database file or its WAL was deleted or
+   * replaced while the service runs (a removed data folder, a tmp cleaner, a restore over a
+   * running service): SQLite goes on writing to the unlinked files through its open descriptors,
+   * and every commit "synced" there is gone when the process ends. Also run by the readiness check.
+   */
+  async checkFiles(): Promise<void> {
+    if (this.failure) throw this.failure;
+    const gone = (why: string) => {
+      this.failure ??= new StorageFailure(`the SQLite database ${why} while the service runs; no further write can be acknowledged`);
+      return this.failure;
+    };
+    if (this.fd !== undefined) {
+      const wal = await fstatFile(this.fd);
+      if (wal.nlink === 0) throw gone('WAL file was deleted');
+    }
+    if (this.dbIdentity) {
+      const { path, dev, ino } = this.dbIdentity;
+      const now: Stats | undefined = await statPath(path).catch(() => undefined);
+      if (!now) throw gone('file was deleted');
+      if (now.dev !== dev || now.ino !== ino) throw gone('file was replaced');
+    }
   }
 
   /**
@@ -105,5 +139,7 @@ export class WalSync {
       this.failure ??= new StorageFailure(`fsync of the SQLite WAL failed; no further write can be acknowledged: ${(err as Error).message}`);
       throw this.failure;
     }
+    // Synced, but to files that may be gone: then it is not durable.
+    await this.checkFiles();
   }
 }
