@@ -285,7 +285,7 @@ function openSqlite(url: string, opts: DatabaseOptions): Database {
       // After a failed fsync nothing can be written safely: not ready.
       if (wal?.sync.failed) throw wal.sync.failed;
       // A database file deleted or replaced under the service: nothing written is kept.
-      await wal?.sync.checkFiles();
+      wal?.sync.checkFiles();
       await sql`select 1`.execute(db);
     },
     close: async () => {
