@@ -217,7 +217,7 @@ export function toAppError(err: unknown): AppError {
     return new AppError('invalid_request', 'the request could not be read');
   }
   if (isStorageFailure(err)) {
-    return new AppError('storage_unavailable', 'the database is unavailable; retry later (a decision retried with the same requestId is never made twice)');
+    return new AppError('storage_unavailable', 'the database is unavailable; retry later (a decision retried with the same requestId is never made twice; an approval retried after it took effect answers 409, already approved)');
   }
   return new AppError('internal_error', 'an unexpected error occurred; quote the requestId when reporting it');
 }

@@ -70,8 +70,11 @@ describe('POST /api/spendpolicy/decisions/{decisionId}/approve', () => {
   it('approving twice is 409 and spends once', async () => {
     const p = await createPolicy(t, budget50);
     const pending = await decide(t, p, { amount: '25' });
-    expect((await approve(t, pending.decision.decisionId, p.adminKey)).statusCode).toBe(200);
-    expectProblem(await approve(t, pending.decision.decisionId, p.adminKey), 409, 'approval_conflict');
+    const first = await approve(t, pending.decision.decisionId, p.adminKey);
+    expect(first.statusCode).toBe(200);
+    // A retry (its first answer lost, say) is told that the approval took effect.
+    const again = expectProblem(await approve(t, pending.decision.decisionId, p.adminKey), 409, 'approval_conflict');
+    expect(again.detail).toBe(`the decision is already approved (ADMIN_APPROVED at ${json(first).decision.approval.approvedAt}); nothing more was spent`);
     expectProblem(await approve(t, pending.decision.decisionId, p.adminKey, { note: 'again' }), 409, 'approval_conflict');
     // 25 spent once: 20 + 5 fit.
     expect((await decide(t, p, { amount: '20' })).decision.decision).toBe('APPROVE');
@@ -181,8 +184,8 @@ describe('POST /api/spendpolicy/decisions/{decisionId}/approve', () => {
     const blocked = await decide(t, p, { amount: '60' });
     expect(approved.decision.decision).toBe('APPROVE');
     expect(blocked.decision.decision).toBe('BLOCK');
-    expectProblem(await approve(t, approved.decision.decisionId, p.adminKey), 409, 'approval_conflict');
-    expectProblem(await approve(t, blocked.decision.decisionId, p.adminKey), 409, 'approval_conflict');
+    expect(expectProblem(await approve(t, approved.decision.decisionId, p.adminKey), 409, 'approval_conflict').detail).toBe('the decision is not waiting for approval (it is APPROVE)');
+    expect(expectProblem(await approve(t, blocked.decision.decisionId, p.adminKey), 409, 'approval_conflict').detail).toBe('the decision is not waiting for approval (it is BLOCK)');
     expect(json(await readDecision(t, blocked.decision.decisionId, bearer(p.adminKey))).decision).toEqual(blocked.decision);
   });
 

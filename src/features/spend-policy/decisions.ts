@@ -373,8 +373,13 @@ export class DecisionService {
       const row = await tx.selectFrom('decisions').selectAll().where('id', '=', decisionId).executeTakeFirst();
       if (!row) return this.unknownDecision(tx, key, now);
       const approval = approvalOf(row, now);
-      if (row.decision !== 'HUMAN_APPROVAL' || approval?.status === 'ADMIN_APPROVED') {
-        throw new AppError('approval_conflict', 'the decision is not waiting for approval');
+      if (approval?.status === 'ADMIN_APPROVED') {
+        // Said plainly: an administrator retrying an approval whose answer was lost (a 503 after its
+        // commit) learns that it took effect, not merely that nothing waits.
+        throw new AppError('approval_conflict', `the decision is already approved (ADMIN_APPROVED at ${row.approved_at}); nothing more was spent`);
+      }
+      if (row.decision !== 'HUMAN_APPROVAL') {
+        throw new AppError('approval_conflict', `the decision is not waiting for approval (it is ${row.decision})`);
       }
       if (approval?.status === 'EXPIRED') throw new AppError('approval_expired', 'the approval request expired');
       if (Number(policy.revision) !== Number(row.policy_revision)) {
