@@ -2,7 +2,6 @@
 // Uniswap v2 from the npm artifacts and solc-compiled test contracts, one real case per
 // finding, every report checked against the published schema and its RPC round trips counted.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { Value } from 'typebox/value';
 import { createPublicClient, http, parseAbi, type Address } from 'viem';
 import { baseDevnetChain, freePort, startDevnet, USDC_ADDRESS, type Devnet } from '../../src/devnet/index.js';
 import { preflightInputDigest, transactionPreflight, type PreflightInput, type PreflightOptions } from '../../src/features/preflight/preflight.js';
@@ -12,6 +11,7 @@ import { createChainClient, onBase, UPSTREAM_DETAIL } from '../../src/platform/c
 import { AppError } from '../../src/platform/errors.js';
 import { countingChain, mineTo, type CountingChain } from '../helpers/preflight.js';
 import { PREFLIGHT_CASE_NAMES, preflightCase, preparePreflightScenarios, type Scenarios } from '../helpers/preflight-scenarios.js';
+import { expectMatchesSchema } from '../helpers/schema.js';
 import { expectWrongChain, startWrongChainFork } from '../helpers/wrong-chain.js';
 
 const NOW = new Date('2026-01-15T12:00:00.000Z');
@@ -24,7 +24,7 @@ async function preflight(input: PreflightInput, on: CountingChain = rpc, opts: P
   on.reset();
   const counted = preflightRpcCounter.requests;
   const report = await transactionPreflight(on.chain, input, NOW, opts);
-  expect([...Value.Errors(PreflightReport, report)]).toEqual([]);
+  expectMatchesSchema(PreflightReport, report);
   // The exported counter and the HTTP requests seen by fetch agree.
   expect(preflightRpcCounter.requests - counted).toBe(on.methods.length);
   return report;

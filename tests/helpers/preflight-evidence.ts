@@ -7,6 +7,8 @@ import type { AccountCode } from '../../src/features/preflight/context.js';
 import { findingsOf, type Finding, type PreflightEvidence } from '../../src/features/preflight/findings.js';
 import { DEAD_ADDRESS, PERMIT2_ADDRESS, STATIC_TOKENS, USDC, type TokenMeta } from '../../src/features/preflight/known.js';
 import { decodeRevert, type DecodedRevert } from '../../src/features/preflight/revert.js';
+import { PreflightReport } from '../../src/features/preflight/schemas.js';
+import { expectMatchesSchema } from './schema.js';
 
 export const SENDER: Address = '0x1111111111111111111111111111111111111111';
 export const EOA: Address = '0x2222222222222222222222222222222222222222';
@@ -66,6 +68,11 @@ export function evidence(s: Setup = {}): PreflightEvidence {
   };
 }
 export const codes = (f: Finding[]) => f.map((x) => `${x.severity}:${x.code}`);
-export const run = (s: Setup = {}) => codes(findingsOf(evidence(s), NOW));
+/** The findings' codes; the findings must carry nothing the report schema does not declare. */
+export const run = (s: Setup = {}) => {
+  const findings = findingsOf(evidence(s), NOW);
+  expectMatchesSchema(PreflightReport.properties.findings, findings);
+  return codes(findings);
+};
 export const move = (token: Address, from: Address, to: Address, amount: bigint, standard: AssetMovement['standard'] = 'erc20'): AssetMovement => ({ standard, token, from, to, amount, tokenId: null });
 export const reverted = (r: DecodedRevert = decodeRevert('0x')) => ({ success: false, revert: r });

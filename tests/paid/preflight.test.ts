@@ -3,7 +3,6 @@
 // bad input refused before any payment is asked for. Runs on SQLite and on PostgreSQL.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { decodePaymentRequiredHeader, decodePaymentResponseHeader } from '@x402/core/http';
-import { Value } from 'typebox/value';
 import { encodeFunctionData, getAddress } from 'viem';
 import { fiatTokenAbi, USDC_ADDRESS } from '../../src/devnet/index.js';
 import { preflightInputDigest, transactionPreflight, type PreflightInput } from '../../src/features/preflight/preflight.js';
@@ -12,6 +11,7 @@ import { PreflightReport } from '../../src/features/preflight/schemas.js';
 import { digestOf } from '../../src/platform/canonical.js';
 import { HUGE_DECIMALS, placeHugeDecimalsToken } from '../helpers/odd-token.js';
 import { startPaidStack, type PaidStack } from '../helpers/paid.js';
+import { expectMatchesSchema } from '../helpers/schema.js';
 import { PREFLIGHT_CASE_NAMES, preflightCase, preparePreflightScenarios, type Scenarios } from '../helpers/preflight-scenarios.js';
 
 const PATH = '/api/transaction-preflight';
@@ -47,7 +47,7 @@ describe('paid transaction preflight', () => {
     const res = await post(input, s.payingFetch(PAYER));
     expect(res.status).toBe(200);
     const { receipt, ...report } = await res.json();
-    expect([...Value.Errors(PreflightReport, report)]).toEqual([]);
+    expectMatchesSchema(PreflightReport, report);
     expect(report.verdict).toEqual({ decision: 'ALLOW', score: 0, confidence: 'high' });
     expect(report.destination).toMatchObject({ address: USDC_ADDRESS, kind: 'contract', knownAs: 'USDC', tokenInfo: { symbol: 'USDC', decimals: 6 } });
     expect(report.simulation.assetChanges).toEqual([
@@ -65,7 +65,7 @@ describe('paid transaction preflight', () => {
     const res = await post(c.input, s.payingFetch(PAYER));
     expect(res.status, await res.clone().text()).toBe(200);
     const { receipt, ...report } = await res.json();
-    expect([...Value.Errors(PreflightReport, report)]).toEqual([]);
+    expectMatchesSchema(PreflightReport, report);
     expect(report.findings.map((f: { code: string }) => f.code)).toEqual(c.codes);
     expect(report.verdict.decision).toBe(c.decision);
     if (c.revertReason) expect(report.simulation.revertReason).toBe(c.revertReason);
@@ -94,7 +94,7 @@ describe('hostile token metadata', () => {
     const res = await post({ chain: 'base', to: token, from, data }, s.payingFetch(PAYER));
     expect(res.status, await res.clone().text()).toBe(200);
     const { receipt, ...report } = await res.json();
-    expect([...Value.Errors(PreflightReport, report)]).toEqual([]);
+    expectMatchesSchema(PreflightReport, report);
     expect(receipt.subject.price).toBe('0.05');
     // Its name() and symbol() do not decode as strings and its decimals are out of range: nothing is known of it.
     expect(report.destination.tokenInfo).toBeUndefined();

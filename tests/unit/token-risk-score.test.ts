@@ -6,12 +6,18 @@ import type { TokenRiskEvidence } from '../../src/features/token-risk/evidence.j
 import { CATEGORIES, DECIDING_CATEGORIES, FINDING_CODES, finding, type Category, type Finding, type Severity } from '../../src/features/token-risk/findings.js';
 import { scoreFindings, scoreTokenRisk, type Assessment } from '../../src/features/token-risk/score.js';
 import { TokenRiskReport } from '../../src/features/token-risk/schemas.js';
+import { expectMatchesSchema } from '../helpers/schema.js';
 import { ADMIN, cleanEvidence, DEAD, evidenceWith, IMPL, liveOwner, OWNER, PAIR, selectorsOf, taxed, ZERO } from './token-risk-evidence.js';
 
 /** Every finding code any test produced: the last test checks the vocabulary is fully exercised. */
 const produced = new Set<string>();
 function score(e: TokenRiskEvidence): Assessment {
   const a = scoreTokenRisk(e);
+  // What the report publishes of the assessment, with nothing its schema does not declare.
+  const { verdict, summary, risk } = TokenRiskReport.properties;
+  expectMatchesSchema(verdict, a.verdict);
+  expectMatchesSchema(summary, a.summary);
+  expectMatchesSchema(risk, a.risk);
   for (const c of CATEGORIES) for (const f of a.risk.breakdown[c].findings) produced.add(f.code);
   return a;
 }
