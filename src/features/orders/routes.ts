@@ -6,7 +6,7 @@ import { noStore } from '../../platform/http.js';
 import { PAID_REPORTS, type PaidReportName } from '../../platform/prices.js';
 import { DateTime, problems, RetryAfterHeader, StringEnum, Text } from '../../platform/schemas.js';
 import { reportInputValidator, type PaidReportDef, type PaidReports } from '../reports/pipeline.js';
-import { PendingReport, ReportReceipt } from '../reports/report-schemas.js';
+import { ReportReceipt } from '../reports/report-schemas.js';
 import { TX_HASH_PATTERN } from '../reports/schemas.js';
 import type { AppDeps } from '../../app.js';
 
@@ -35,7 +35,18 @@ const Recover = Type.Object(
   { additionalProperties: false },
 );
 const Restored = Type.Object({ report: Type.Object({}, { additionalProperties: true }), receipt: ReportReceipt });
-const Unpaid = Type.Object({ status: StringEnum(['unpaid', 'pending'] as const), orderId: Type.String(), retryAfter: Type.Integer(), reason: Type.String() });
+/**
+ * The 202 of recover: nothing charged yet (unpaid), or a payment whose settlement is not known yet
+ * (pending, the fields of a paid report's pending answer but its one-time recovery key). One schema,
+ * not a union with PendingReport: the serializer writes a union's first matching branch, so a
+ * field added to the second would have been dropped without a word.
+ */
+const Unpaid = Type.Object({
+  status: StringEnum(['unpaid', 'pending'] as const),
+  orderId: Type.String({ description: 'Ask again with this order: do not pay again' }),
+  retryAfter: Type.Integer({ description: 'Seconds before asking again' }),
+  reason: Type.String(),
+});
 
 export const orderRoutes: FastifyPluginAsyncTypebox<AppDeps & { reports: PaidReports; defs: PaidReportDef[] }> = async (app, deps) => {
   // An order's input must be a valid request for its report, checked exactly as the report checks
@@ -80,7 +91,7 @@ export const orderRoutes: FastifyPluginAsyncTypebox<AppDeps & { reports: PaidRep
         body: Recover,
         response: {
           200: { ...Restored, description: 'The original report and its receipt: the payment settled' },
-          202: { ...Type.Union([Unpaid, PendingReport]), description: 'Unpaid or pending: do not pay again; ask again after Retry-After', headers: RetryAfterHeader },
+          202: { ...Unpaid, description: 'Unpaid or pending: do not pay again; ask again after Retry-After', headers: RetryAfterHeader },
           ...problems(400, 404, 410, 413, 415, 503),
         },
       },
