@@ -62,8 +62,8 @@ async function checkRedisDatabase(redis: Redis): Promise<void> {
     redis.on('error', onError);
     redis.once('ready', onReady);
   });
+  // connectRedis has closed the client already.
   if (refused) {
-    redis.disconnect();
     throw new ConfigError(`REDIS_URL: this Redis has no database ${redis.options.db} (${refused.message}); name one it has, such as redis://…/0`);
   }
 }

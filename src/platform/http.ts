@@ -249,7 +249,7 @@ export function sendProblem(reply: FastifyReply, request: FastifyRequest, err: A
  * Recovery-Key sent twice as an incorrect key (404). The name of one sent more than once, or
  * undefined.
  */
-const SINGLE_HEADERS = ['Authorization', 'Content-Type', 'Host', 'PAYMENT-SIGNATURE', 'Report-Id', 'Recovery-Key'] as const;
+export const SINGLE_HEADERS = ['Authorization', 'Content-Type', 'Host', 'PAYMENT-SIGNATURE', 'Report-Id', 'Recovery-Key'] as const;
 /** Each one's lower-case name and its bit, by the name's length (a cheap first check: most headers are none of these). */
 const SINGLE_BY_LENGTH = new Map<number, Array<[lower: string, bit: number, name: string]>>();
 SINGLE_HEADERS.forEach((name, i) => {

@@ -1,6 +1,8 @@
 import type { SwaggerOptions } from '@fastify/swagger';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { Config } from '../config.js';
+import { ERROR_CODES, type ErrorCode } from './errors.js';
+import { SINGLE_HEADERS } from './http.js';
 import { NETWORK, USDC_ADDRESS } from './prices.js';
 import { problems } from './schemas.js';
 
@@ -21,7 +23,7 @@ export function openApiOptions(config: Config): SwaggerOptions {
           '',
           '**Errors** are RFC 9457 problem bodies (`application/problem+json`) with a stable `code` and the `requestId`; every 429 carries `Retry-After`. A path asked with a method it does not answer is 405 with `Allow`; an unknown path is 404. Every GET also answers HEAD (its headers, no body), and every path answers OPTIONS with 204 and the `Allow` of its methods (a CORS preflight, on any path, gets the `Access-Control-*` headers; a plain OPTIONS of an unknown path is 404).',
           '',
-          'Any request may be refused before its route runs, with a problem body: 400 `invalid_request` when a header that holds one value (Authorization, Content-Type, Host, PAYMENT-SIGNATURE, Report-Id, Recovery-Key) is sent more than once, an HTTP/1.1 request has no Host, the URL has malformed percent-encoding, or the request is not valid HTTP/1.1; 408 `request_timeout` when it is not sent whole within 30 s; 417 `expectation_failed` for an `Expect` other than 100-continue; 431 `headers_too_large` over 16 KiB of request line and headers.',
+          `Any request may be refused before its route runs, with a problem body: 400 \`invalid_request\` when ${ONE_VALUE_HEADERS} is sent more than once, an HTTP/1.1 request has no Host, the URL has malformed percent-encoding, or the request is not valid HTTP/1.1; 408 \`request_timeout\` when it is not sent whole within 30 s; 417 \`expectation_failed\` for an \`Expect\` other than 100-continue; 431 \`headers_too_large\` over 16 KiB of request line and headers.`,
           '',
           `**Payment (x402 v2).** Paid reports answer a request without a \`PAYMENT-SIGNATURE\` header with 402 and a \`PAYMENT-REQUIRED\` header (base64 JSON: x402Version 2, scheme exact, network ${NETWORK}, asset USDC ${USDC_ADDRESS}, the report's price). An x402 v2 client authorizes that amount and retries the same request with \`PAYMENT-SIGNATURE\`; a 200 carries the report and \`PAYMENT-RESPONSE\`. A 402 never charges; its body is a problem body like every other error (code \`payment_required\`, or \`payment_invalid\` with the reason when a payment was not accepted), and x402 clients read the challenge from the header. Input is validated before any payment is asked for.`,
         ].join('\n'),
@@ -106,7 +108,7 @@ function withWhatEveryResponseSays(doc: Document): Document {
         operation.responses = Object.fromEntries(Object.entries({ ...operation.responses, 400: refusedBeforeRouting() }).sort(([a], [b]) => a.localeCompare(b)));
       }
       const responses = operation?.responses;
-      if (responses && !responses['503']) responses['503'] = unavailable();
+      if (responses && !responses['503']) responses['503'] = problemResponse(503);
       for (const [status, response] of Object.entries(responses ?? {})) {
         // The generator's placeholder for a response schema without a description.
         if (response.description === 'Default Response') response.description = STATUS_TEXT[status] ?? `HTTP ${status}`;
@@ -129,19 +131,25 @@ function withWhatEveryResponseSays(doc: Document): Document {
  * (installErrorHandling), a URL with malformed percent-encoding (frameworkError).
  */
 function refusedBeforeRouting(): Response {
-  const schema = structuredClone(problems(400)[400]) as { description: string };
-  schema.description = 'Invalid request';
-  return {
-    description: 'Invalid request (invalid_request): a header that holds one value (Authorization, Content-Type, Host, PAYMENT-SIGNATURE, Report-Id, Recovery-Key) sent more than once, an HTTP/1.1 request without Host, or a URL with malformed percent-encoding',
-    content: { 'application/json': { schema } },
-  };
+  return problemResponse(400, {
+    code: 'invalid_request',
+    why: `${ONE_VALUE_HEADERS} sent more than once, an HTTP/1.1 request without Host, or a URL with malformed percent-encoding`,
+  });
 }
 
-/** The 503 problem response, as the generator writes problems(503) (a fresh copy each time). */
-function unavailable(): Response {
-  const schema = structuredClone(problems(503)[503]) as { description: string };
-  return { description: schema.description, content: { 'application/json': { schema } } };
+/**
+ * A problem response as the generator writes problems(status) (a fresh copy each time); with
+ * `only`, one that can be that code alone, for the reason given.
+ */
+function problemResponse(status: number, only?: { code: ErrorCode; why: string }): Response {
+  const schema = structuredClone(problems(status)[status]) as { description: string };
+  if (only) schema.description = ERROR_CODES[only.code].title;
+  const description = only ? `${schema.description} (${only.code}): ${only.why}` : schema.description;
+  return { description, content: { 'application/json': { schema } } };
 }
+
+/** The headers refused when sent twice (installErrorHandling), as the document names them. */
+const ONE_VALUE_HEADERS = `a header that holds one value (${SINGLE_HEADERS.join(', ')})`;
 
 const STATUS_TEXT: Record<string, string> = { '200': 'OK', '201': 'Created', '202': 'Accepted: not complete yet; ask again after Retry-After' };
 

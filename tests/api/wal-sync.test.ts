@@ -201,10 +201,12 @@ describe('WalSync', () => {
   function controlled() {
     const syncs: Array<ReturnType<typeof gate>> = [];
     const fake = { prepare: () => ({ run() {} }) } as unknown as ConstructorParameters<typeof WalSync>[0];
-    const w = new WalSync(fake, '/dev/null', () => {
-      const g = gate();
-      syncs.push(g);
-      return g.done;
+    const w = new WalSync(fake, '/dev/null', {
+      sync: () => {
+        const g = gate();
+        syncs.push(g);
+        return g.done;
+      },
     });
     return { w, syncs };
   }
@@ -251,7 +253,7 @@ describe('WalSync', () => {
     const wal = join(dir, 'x.sqlite-wal');
     const fake = { prepare: () => ({ run() {} }) } as unknown as ConstructorParameters<typeof WalSync>[0];
     let syncs = 0;
-    const w = new WalSync(fake, wal, async () => void syncs++);
+    const w = new WalSync(fake, wal, { sync: async () => void syncs++ });
     try {
       await expect(w.barrier()).rejects.toThrow(/could not be opened.*ENOENT/);
       expect(w.failed).toBeUndefined();

@@ -41,7 +41,7 @@ const Restored = Type.Object({ report: Type.Object({}, { additionalProperties: t
  * not a union with PendingReport: the serializer writes a union's first matching branch, so a
  * field added to the second would have been dropped without a word.
  */
-const Unpaid = Type.Object({
+const NotDelivered = Type.Object({
   status: StringEnum(['unpaid', 'pending'] as const),
   orderId: Type.String({ description: 'Ask again with this order: do not pay again' }),
   retryAfter: Type.Integer({ description: 'Seconds before asking again' }),
@@ -91,7 +91,7 @@ export const orderRoutes: FastifyPluginAsyncTypebox<AppDeps & { reports: PaidRep
         body: Recover,
         response: {
           200: { ...Restored, description: 'The original report and its receipt: the payment settled' },
-          202: { ...Unpaid, description: 'Unpaid or pending: do not pay again; ask again after Retry-After', headers: RetryAfterHeader },
+          202: { ...NotDelivered, description: 'Unpaid or pending: do not pay again; ask again after Retry-After', headers: RetryAfterHeader },
           ...problems(400, 404, 410, 413, 415, 503),
         },
       },

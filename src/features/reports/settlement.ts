@@ -3,6 +3,7 @@ import type { AppDeps } from '../../app.js';
 import { digestOf } from '../../platform/canonical.js';
 import { AppError } from '../../platform/errors.js';
 import { formatUsdc } from '../../platform/money.js';
+import { UINT256_DIGITS_PATTERN } from '../../platform/schemas.js';
 import type { Receipt } from '../../platform/receipts.js';
 import type { PaymentGateway, PaymentPayload, PaymentRequirements } from '../../platform/x402.js';
 import type { PaidReportRow, PaidReportStore } from './store.js';
@@ -18,6 +19,7 @@ export type Delivery =
 type PaidReceipt = Receipt & { subject: unknown };
 
 const RETRY_AFTER_SECONDS = 5;
+const UINT256_DIGITS = new RegExp(UINT256_DIGITS_PATTERN);
 /**
  * After a settle is sent, how long no other settle of the same authorization is: the settle is up
  * to two facilitator calls of up to FACILITATOR_TIMEOUT_MS each (the SDK sends one more after
@@ -231,7 +233,7 @@ export class SettlementService {
     const auth = (paymentOf(row).payload as { payload?: { authorization?: { validBefore?: unknown } } }).payload?.authorization;
     const text = typeof auth?.validBefore === 'string' || typeof auth?.validBefore === 'number' ? String(auth.validBefore) : '';
     // Digits as the schema took them (rows stored before it refused padded ones may have zeros).
-    if (!/^[0-9]{1,78}$/.test(text)) return false;
+    if (!UINT256_DIGITS.test(text)) return false;
     return blockTime > BigInt(text) + 60n;
   }
 

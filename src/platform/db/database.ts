@@ -275,16 +275,15 @@ function openSqlite(url: string, opts: DatabaseOptions): Database {
   // on its path, is followed), which need not be beside the path configured.
   const mainFile = (sqlite.pragma('database_list') as Array<{ name: string; file: string }>).find((d) => d.name === 'main')!.file;
   const walPath = `${mainFile}-wal`;
-  const wal = checkpointer && { sync: new WalSync(sqlite, walPath, undefined, mainFile), restartPending: () => checkpointer.restartPending() };
+  const wal = checkpointer && { sync: new WalSync(sqlite, walPath, { dbPath: mainFile }), restartPending: () => checkpointer.restartPending() };
   const db = new Kysely<DB>({ dialect: new TransactionalDdlSqliteDialect({ database: withStatementCache(sqlite, () => wal?.sync.failed) }) });
   return {
     db,
     dialect: 'sqlite',
     ...(wal ? { wal } : {}),
     ping: async () => {
-      // After a failed fsync nothing can be written safely: not ready.
-      if (wal?.sync.failed) throw wal.sync.failed;
-      // A database file deleted or replaced under the service: nothing written is kept.
+      // After a failed fsync, or with the database file deleted or replaced under the service,
+      // nothing can be written safely: not ready.
       wal?.sync.checkFiles();
       await sql`select 1`.execute(db);
     },

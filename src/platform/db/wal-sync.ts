@@ -32,19 +32,24 @@ export class WalSync {
   /** The database file as opened (device and inode), to notice it deleted or replaced. */
   private readonly dbIdentity?: { path: string; dev: number; ino: number };
 
+  private readonly sync: (fd: number) => Promise<void>;
+
   constructor(
     sqlite: SQLite.Database,
     private readonly walPath: string,
-    /** The sync itself; tests replace it to hold or fail a sync. */
-    private readonly sync: (fd: number) => Promise<void> = datasync,
-    /** The database file the WAL belongs to. */
-    dbPath?: string,
+    opts: {
+      /** The sync itself; tests replace it to hold or fail a sync. */
+      sync?: (fd: number) => Promise<void>;
+      /** The database file the WAL belongs to, checked along with it (checkFiles). */
+      dbPath?: string;
+    } = {},
   ) {
     this.normal = sqlite.prepare('pragma synchronous = normal');
     this.full = sqlite.prepare('pragma synchronous = full');
-    if (dbPath !== undefined) {
-      const st = statSync(dbPath);
-      this.dbIdentity = { path: dbPath, dev: st.dev, ino: st.ino };
+    this.sync = opts.sync ?? datasync;
+    if (opts.dbPath !== undefined) {
+      const st = statSync(opts.dbPath);
+      this.dbIdentity = { path: opts.dbPath, dev: st.dev, ino: st.ino };
     }
   }
 
