@@ -429,12 +429,13 @@ describe.skipIf(!process.env.REDIS_URL)('a Redis that is connected but refuses e
 });
 
 describe.skipIf(!process.env.REDIS_URL)('REDIS_URL naming a database the Redis does not have', () => {
+  /** The test Redis's URL naming database `db`. */
+  const withDatabase = (db: number) => Object.assign(new URL(process.env.REDIS_URL!), { pathname: `/${db}` }).toString();
+
   it('stops the start, naming REDIS_URL, instead of counting on database 0', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'paywarden-redis-db-'));
     try {
-      const url = new URL(process.env.REDIS_URL!);
-      url.pathname = '/4096';
-      const env = { DATABASE_URL: `sqlite:${join(dir, 'pw.sqlite')}`, REDIS_URL: url.toString() };
+      const env = { DATABASE_URL: `sqlite:${join(dir, 'pw.sqlite')}`, REDIS_URL: withDatabase(4096) };
       await expect(openInfrastructure(parseConfig(env))).rejects.toThrow(/^REDIS_URL: this Redis has no database 4096 \(ERR DB index is out of range\)/);
     } finally {
       rmSync(dir, { recursive: true, force: true });
@@ -442,16 +443,15 @@ describe.skipIf(!process.env.REDIS_URL)('REDIS_URL naming a database the Redis d
   });
 
   it('a client whose database is refused later counts in process, never on database 0', async () => {
-    const url = new URL(process.env.REDIS_URL!);
-    url.pathname = '/4096';
-    const client = connectRedis(url.toString());
+    const client = connectRedis(withDatabase(4096));
+    // Listened for at once: the refusal may come while the admin client below connects.
+    const closed = new Promise((ended) => client.once('end', ended));
     const prefix = `pw-test-refused-db-${randomBytes(4).toString('hex')}`;
     const limiter = createRateLimiter(parseConfig({ LEAD_LIMIT: '1' }), { redis: client, keyPrefix: prefix });
-    url.pathname = '/0';
-    const admin = connectRedis(url.toString(), { lazyConnect: true });
+    const admin = connectRedis(withDatabase(0), { lazyConnect: true });
     try {
       await admin.connect();
-      await new Promise((closed) => client.once('end', closed));
+      await closed;
       await limiter.consume('pilotLeads', '198.51.100.81');
       await expect(limiter.consume('pilotLeads', '198.51.100.81')).rejects.toMatchObject({ code: 'rate_limited' });
       expect(await admin.keys(`${prefix}:*`)).toEqual([]);
