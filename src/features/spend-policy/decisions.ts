@@ -54,6 +54,8 @@ interface DecidedBatch {
   repeats: RepeatDelta[];
   /** A replay reads as a pending approval that expired just now (see justExpired): answer it only under the lock. */
   replaysJustExpired: boolean;
+  /** Those replays' decisions, with the EXPIRED receipts they are answered with: recorded under the lock (see recordExpiry). */
+  expiries: Array<{ id: string; receipt: Receipt }>;
 }
 
 /** Budget spent by the decisions of one batch, by policy and day (and by recipient and amount). */
@@ -237,6 +239,7 @@ export class DecisionService {
     const decided = await this.decideFrom(tx, jobs, snaps);
     const outcomes = this.signing(decided.outcomes, when);
     if (decided.rows.length) await this.hot.writeMany(tx, decided);
+    for (const e of decided.expiries) await this.recordExpiry(tx, e.id, e.receipt);
     return outcomes;
   }
 
@@ -285,6 +288,7 @@ export class DecisionService {
     // Requests of the batch that read one policy row share it (see readMany): its rules are parsed once.
     const rulesOfRow = new Map<PolicyRow, ReturnType<typeof evalRulesOf>>();
     let replaysJustExpired = false;
+    const expiries: DecidedBatch['expiries'] = [];
 
     const decideOne = (job: DecideJob, snap: DecisionSnapshot): Made => {
       const { req, now } = job;
@@ -300,8 +304,12 @@ export class DecisionService {
         if (earlier.request_digest !== job.digest) {
           throw new AppError('request_id_conflict', 'this requestId was already used with different content');
         }
-        if (justExpired(earlier, now)) replaysJustExpired = true;
-        return { ...this.stored(earlier, now), replayed: true };
+        const shown = this.stored(earlier, now);
+        if (justExpired(earlier, now)) {
+          replaysJustExpired = true;
+          expiries.push({ id: earlier.id, receipt: shown.receipt });
+        }
+        return { ...shown, replayed: true };
       }
       if (policy.agent_id !== req.agentId) throw new AppError('agent_mismatch', 'agentId is not the agent this policy is for');
 
@@ -353,7 +361,7 @@ export class DecisionService {
         return failedJob(err);
       }
     });
-    return { outcomes, rows: [...made.values()], spends: [...spends.values()], repeats: [...repeats.values()], replaysJustExpired };
+    return { outcomes, rows: [...made.values()], spends: [...spends.values()], repeats: [...repeats.values()], replaysJustExpired, expiries };
   }
 
   /**
@@ -434,8 +442,27 @@ export class DecisionService {
       await this.authorizeFor(tx, await loadPolicy(this.database, tx, row.policy_id), key, later);
       const settled = await tx.selectFrom('decisions').selectAll().where('id', '=', decisionId).executeTakeFirst();
       if (!settled) return this.unknownDecision(tx, key, later);
-      return { ...this.stored(settled, later), replayed: false };
+      const shown = this.stored(settled, later);
+      if (settled.approval_status === 'PENDING' && shown.decision.approval?.status === 'EXPIRED') await this.recordExpiry(tx, settled.id, shown.receipt);
+      return { ...shown, replayed: false };
     });
+  }
+
+  /**
+   * Stores, under the policy's lock, that a pending approval expired, with the signed EXPIRED
+   * receipt just answered for it. Judged by this instance's clock alone, the expiry would not
+   * bind another instance whose clock runs a few seconds behind (nor this one, its clock stepped
+   * back): that one would still approve, after this one had signed EXPIRED. Stored, it binds
+   * every later approval. Only the reads that wait for the lock record it (see read); one made
+   * more than IN_FLIGHT_APPROVAL_MS after the expiry does not.
+   */
+  private async recordExpiry(tx: Tx, id: string, receipt: Receipt): Promise<void> {
+    await tx
+      .updateTable('decisions')
+      .set({ approval_status: 'EXPIRED', receipt: JSON.stringify(receipt) })
+      .where('id', '=', id)
+      .where('approval_status', '=', 'PENDING')
+      .execute();
   }
 
   /**
