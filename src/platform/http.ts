@@ -328,6 +328,8 @@ export function installErrorHandling(app: FastifyInstance): PathMethods {
     return new AppError('method_not_allowed', `${request.method} is not served at ${path}; it answers ${allow}`, { headers: { allow } });
   };
   let closing = false;
+  /** Connections on which a request was turned away (503 shutting_down): it is their last answer. */
+  const turnedAway = new WeakSet<object>();
   let sweep: NodeJS.Timeout | undefined;
   app.addHook('preClose', (done) => {
     closing = true;
@@ -341,6 +343,15 @@ export function installErrorHandling(app: FastifyInstance): PathMethods {
   app.addHook('onClose', (_app, done) => {
     clearInterval(sweep);
     done();
+  });
+  // Shutting down, an answer to a request in progress says that its connection ends with it.
+  // Said "keep-alive", the client sent its next request on that connection, which the sweep then
+  // closed under it: a reset, after which the caller cannot know whether its decision or payment
+  // was taken (it was not), instead of a new connection (to another instance, or refused). On a
+  // connection whose next request is already turned away (pipelined), that 503 is the last answer.
+  app.addHook('onSend', (request, reply, payload, done) => {
+    if (closing && !turnedAway.has(request.raw.socket)) reply.header('connection', 'close');
+    done(null, payload);
   });
   // A callback hook: an async one costs a promise and a microtask on every request.
   app.addHook('onRequest', (request, reply, done) => {
@@ -361,6 +372,7 @@ export function installErrorHandling(app: FastifyInstance): PathMethods {
     }
     if (!closing) return done();
     // Shutting down: a request on a connection still open is sent elsewhere, before any work.
+    turnedAway.add(request.raw.socket);
     reply.header('connection', 'close');
     sendProblem(reply, request, new AppError('shutting_down', 'the service is shutting down; retry (another instance may answer)', { retryAfter: 1 }));
   });

@@ -103,6 +103,26 @@ describe.skipIf(testDialect !== 'sqlite')('SIGTERM', () => {
     }
   }, 60_000);
 
+  it('answers a request in progress with Connection: close, so the client sends no next request into a connection about to close', async () => {
+    const { child, exited, open } = await start();
+    try {
+      const busy = await open();
+      busy.socket.write(head + body.slice(0, 10));
+      await sleep(300);
+      child.kill('SIGTERM');
+      await sleep(300);
+      busy.socket.write(body.slice(10));
+      await busy.closed;
+      const [headers] = busy.received().split('\r\n\r\n');
+      expect(headers).toMatch(/^HTTP\/1\.1 200 /);
+      expect(headers).toMatch(/^connection: close$/im);
+      expect(headers).not.toMatch(/keep-alive/i);
+      expect(await exited).toBe(0);
+    } finally {
+      child.kill('SIGKILL');
+    }
+  }, 60_000);
+
   it('stops as gracefully on SIGHUP (the terminal it was started from went away)', async () => {
     const { child, exited } = await start();
     child.kill('SIGHUP');
