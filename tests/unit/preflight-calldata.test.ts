@@ -158,4 +158,23 @@ describe('batches, recursively', () => {
     const wide = decodeCalldata(TOKEN, enc('multicall', [Array.from({ length: 100 }, () => enc('transfer', [BOB, 1n]))]), SENDER);
     expect(wide.calls).toHaveLength(64);
   });
+
+  it('refuses a batch whose elements share one tail: 60000 hex digits never decode to megabytes', () => {
+    const word = (n: number) => n.toString(16).padStart(64, '0');
+    /** multicall(bytes[]) of `copies` elements whose offsets all point at one tail holding `inner`. */
+    const sharing = (inner: Hex, copies: number): Hex => {
+      const bytes = inner.slice(2);
+      return `0xac9650d8${word(32)}${word(copies)}${word(32 * copies).repeat(copies)}${word(bytes.length / 2)}${bytes.padEnd(Math.ceil(bytes.length / 64) * 64, '0')}` as Hex;
+    };
+    // A transfer padded to 24 KB, wrapped five times in 30 copies of itself: about 29 KB of calldata.
+    let data = `${enc('transfer', [BOB, 1n])}${'00'.repeat(24_000)}` as Hex;
+    for (let i = 0; i < 5; i++) data = sharing(data, 30);
+    expect(data.length).toBeLessThanOrEqual(60_002);
+    const d = decodeCalldata(TOKEN, data, SENDER);
+    expect(JSON.stringify(d.calls).length).toBeLessThan(2 * data.length);
+    expect(d.calls).toEqual([{ path: '0', target: TOKEN, caller: SENDER, selector: '0xac9650d8', function: null, args: null }]);
+    // The same elements, each with a tail of its own, decode as before.
+    const own = decodeCalldata(TOKEN, enc('multicall', [[enc('transfer', [BOB, 1n]), enc('transfer', [BOB, 1n])]]), SENDER);
+    expect(own.calls.map((c) => c.function)).toEqual(['multicall(bytes[])', 'transfer(address,uint256)', 'transfer(address,uint256)']);
+  });
 });

@@ -102,6 +102,12 @@ function decodeWith(table: Map<Hex, AbiFunction>, selector: Hex, data: Hex): { f
   if (!item) return null;
   try {
     const d = decodeFunctionData({ abi: [item], data });
+    // Arguments holding more bytes than the calldata itself read the same bytes more than once:
+    // offsets sharing one tail, which no ABI encoder writes. Thirty elements of a bytes[] pointing
+    // at one tail, nested, made 59 KB of input decode for 10 s into a 93 MB report (stored, and
+    // sent back). Refused as malformed arguments; each level of a batch then holds at most the
+    // bytes of the level above, so a whole decoding stays within MAX_DEPTH + 1 times its input.
+    if (bytesIn(d.args) > size(data)) return null;
     const args: Args = {};
     item.inputs.forEach((p, i) => (args[p.name || String(i)] = (d.args as readonly unknown[])[i]));
     const fn = `${item.name}(${item.inputs.map((p) => canonicalType(p)).join(',')})`;
@@ -109,6 +115,14 @@ function decodeWith(table: Map<Hex, AbiFunction>, selector: Hex, data: Hex): { f
   } catch {
     return null;
   }
+}
+
+/** The bytes that decoded hex values (bytes, bytesN, addresses) hold, in arrays and tuples too. */
+function bytesIn(value: unknown): number {
+  if (typeof value === 'string') return value.startsWith('0x') ? (value.length - 2) / 2 : value.length;
+  if (Array.isArray(value)) return value.reduce((n: number, v) => n + bytesIn(v), 0);
+  if (value && typeof value === 'object') return Object.values(value).reduce((n: number, v) => n + bytesIn(v), 0);
+  return 0;
 }
 
 function canonicalType(p: { type: string; components?: readonly { type: string }[] }): string {
