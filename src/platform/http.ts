@@ -292,6 +292,12 @@ export const HTTP_OPTIONS = {
   // A client may take this long to send its request; then 408. Without it a client that stalls
   // mid-body held the connection, and a shutdown, for ever.
   requestTimeout: 30_000,
+  // A connection on which nothing has moved for this long (Node's inactivity timeout; twice that
+  // when part of an answer was still taken in at the first expiry) is closed when its answer is
+  // written and waits for a client that does not read it (see closeStalled). Without it such a
+  // connection was held for ever, with its socket buffers (300 of them, both ends on loopback,
+  // held 1.1 GB of kernel memory). Twice requestTimeout: a stalled request gets its 408 first.
+  connectionTimeout: 60_000,
   http: {
     // The headers too, within the same 30 s (Node's default is 60 s), and the deadlines are
     // checked every second: Node's default check every 30 s made the 408 come up to 30 s late.
@@ -353,6 +359,7 @@ export function installErrorHandling(app: FastifyInstance): PathMethods {
     if (closing && !turnedAway.has(request.raw.socket)) reply.header('connection', 'close');
     done(null, payload);
   });
+  app.server.on('timeout', closeStalled);
   // A callback hook: an async one costs a promise and a microtask on every request.
   app.addHook('onRequest', (request, reply, done) => {
     reply.header('x-request-id', request.id);
@@ -460,6 +467,19 @@ export function refuseExpectation(this: FastifyInstance, request: IncomingMessag
 type HttpSocket = Duplex & {
   _httpMessage?: (ServerResponse & { req?: IncomingMessage }) | null;
 };
+
+/**
+ * A connection nothing has moved on for HTTP_OPTIONS.connectionTimeout (Node re-arms the timer
+ * once when part of an answer was taken in meanwhile): closed when its answer is all written and
+ * waits for the client to read it, or when it carries none (idle, as Node would). Left open while
+ * its request is still arriving (requestTimeout's 408 answers that) or its answer is still being
+ * made (a paid report may wait that long for the facilitator and the chain), which Node's own
+ * handling, replaced by this listener, would cut off too.
+ */
+function closeStalled(socket: HttpSocket): void {
+  const answer = socket._httpMessage;
+  if (!answer || answer.writableEnded) socket.destroy();
+}
 
 /**
  * The last answer on a connection the parser gave up on: written after the answers of the

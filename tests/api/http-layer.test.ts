@@ -1,7 +1,8 @@
-import { connect } from 'node:net';
+import { connect, type Socket } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loggerOptions } from '../../src/app.js';
 import { testConfig } from '../../src/config.js';
+import { HTTP_OPTIONS } from '../../src/platform/http.js';
 import { createTestApp, createTestAppWith, type TestApp } from '../helpers/app.js';
 import { createBody, createPolicy, POLICIES } from '../helpers/policies.js';
 
@@ -265,6 +266,69 @@ describe('garbage pipelined behind a slow request', () => {
     await closed;
     expect([...got.matchAll(/HTTP\/1\.1 (\d{3})/g)].map((m) => Number(m[1]))).toEqual([200, 400]);
     expect(logged.filter((l) => l.includes('not valid HTTP/1.1'))).toHaveLength(1);
+  });
+});
+
+/**
+ * A client that sends requests and never reads the answers held its connection, and the answers'
+ * buffers, for as long as it liked: nothing timed out once an answer was under way. Such a
+ * connection is closed after HTTP_OPTIONS.connectionTimeout without progress (shortened here);
+ * one whose request is still arriving (the 408's) or whose answer is still being made is not.
+ */
+describe('a client that does not read its answers', () => {
+  let t: TestApp;
+  let port: number;
+  let release = () => {};
+  const clients: Socket[] = [];
+  beforeAll(async () => {
+    t = await createTestAppWith(
+      (app) =>
+        void app.get('/slow', async () => {
+          await new Promise<void>((r) => (release = r));
+          return { ok: true };
+        }),
+    );
+    await t.app.listen({ host: '127.0.0.1', port: 0 });
+    port = (t.app.server.address() as { port: number }).port;
+  });
+  afterAll(async () => {
+    release();
+    for (const c of clients) c.destroy();
+    await t.close();
+  });
+
+  /** A connection that sends `bytes`; resolves once the server has accepted it, with its server end and what it received. */
+  const open = (bytes: string) =>
+    new Promise<{ client: Socket; server: Socket; received: () => string }>((resolve) => {
+      let got = '';
+      const client = connect(port, '127.0.0.1');
+      clients.push(client);
+      client.setEncoding('latin1');
+      client.on('data', (d: string) => (got += d));
+      client.on('error', () => {});
+      t.app.server.once('connection', (server: Socket) => {
+        client.write(bytes);
+        resolve({ client, server, received: () => got });
+      });
+    });
+  const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+  it('closes the connection once its answers stop moving; not while a request arrives or an answer is made', async () => {
+    expect(t.app.server.timeout).toBe(HTTP_OPTIONS.connectionTimeout);
+    t.app.server.setTimeout(300); // for the connections accepted from here on
+    // Forty OpenAPI documents (312 KB each) are more than the socket buffers between them hold.
+    const stalled = await open('GET /openapi.json HTTP/1.1\r\nhost: x\r\n\r\n'.repeat(40));
+    stalled.client.pause();
+    const slow = await open('GET /slow HTTP/1.1\r\nhost: x\r\n\r\n');
+    const arriving = await open('POST /api/spendpolicy/evaluate HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: 100\r\n\r\n{"agentId"');
+    for (let i = 0; i < 50 && !stalled.server.destroyed; i++) await sleep(100);
+    expect(stalled.server.destroyed).toBe(true);
+    await sleep(500);
+    expect(slow.server.destroyed).toBe(false);
+    expect(arriving.server.destroyed).toBe(false);
+    release();
+    for (let i = 0; i < 50 && !slow.received().includes('{"ok":true}'); i++) await sleep(20);
+    expect(slow.received()).toMatch(/^HTTP\/1\.1 200 /);
   });
 });
 
