@@ -334,8 +334,8 @@ export function installErrorHandling(app: FastifyInstance): PathMethods {
     return new AppError('method_not_allowed', `${request.method} is not served at ${path}; it answers ${allow}`, { headers: { allow } });
   };
   let closing = false;
-  /** Connections on which a request was turned away (503 shutting_down): it is their last answer. */
-  const turnedAway = new WeakSet<object>();
+  /** The last request read on each connection: only its answer may end the connection. */
+  const lastRequest = new WeakMap<object, object>();
   let sweep: NodeJS.Timeout | undefined;
   app.addHook('preClose', (done) => {
     closing = true;
@@ -353,16 +353,19 @@ export function installErrorHandling(app: FastifyInstance): PathMethods {
   // Shutting down, an answer to a request in progress says that its connection ends with it.
   // Said "keep-alive", the client sent its next request on that connection, which the sweep then
   // closed under it: a reset, after which the caller cannot know whether its decision or payment
-  // was taken (it was not), instead of a new connection (to another instance, or refused). On a
-  // connection whose next request is already turned away (pipelined), that 503 is the last answer.
+  // was taken (it was not), instead of a new connection (to another instance, or refused). Only
+  // the answer to the last request read on its connection says so: Node ends a connection with
+  // an answer that says close, and a request pipelined behind it (being served, or turned away
+  // with a 503) would never get its own.
   app.addHook('onSend', (request, reply, payload, done) => {
-    if (closing && !turnedAway.has(request.raw.socket)) reply.header('connection', 'close');
+    if (closing && lastRequest.get(request.raw.socket) === request.raw) reply.header('connection', 'close');
     done(null, payload);
   });
   app.server.on('timeout', closeStalled);
   // A callback hook: an async one costs a promise and a microtask on every request.
   app.addHook('onRequest', (request, reply, done) => {
     reply.header('x-request-id', request.id);
+    lastRequest.set(request.raw.socket, request.raw);
     // No protocol is upgraded to here, and Node's parser reads nothing more on a connection after a
     // request asking for one: a request pipelined behind it waited unanswered until the keep-alive
     // timeout. Such a connection ends with its answer instead.
@@ -379,7 +382,6 @@ export function installErrorHandling(app: FastifyInstance): PathMethods {
     }
     if (!closing) return done();
     // Shutting down: a request on a connection still open is sent elsewhere, before any work.
-    turnedAway.add(request.raw.socket);
     reply.header('connection', 'close');
     sendProblem(reply, request, new AppError('shutting_down', 'the service is shutting down; retry (another instance may answer)', { retryAfter: 1 }));
   });
