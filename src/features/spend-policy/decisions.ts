@@ -129,7 +129,10 @@ const IN_FLIGHT_APPROVAL_MS = 60_000;
  * ADMIN_APPROVED.
  */
 const justExpired = (row: Omit<DecisionRow, 'receipt'>, now: Date) =>
-  approvalOf(row, now)?.status === 'EXPIRED' && row.approval_status === 'PENDING' && now.getTime() - Date.parse(row.approval_expires_at!) < IN_FLIGHT_APPROVAL_MS;
+  expiredUnrecorded(row, now) && now.getTime() - Date.parse(row.approval_expires_at!) < IN_FLIGHT_APPROVAL_MS;
+
+/** A pending approval that reads as EXPIRED at `now`, its expiry not stored yet (see recordExpiry). */
+const expiredUnrecorded = (row: Omit<DecisionRow, 'receipt'>, now: Date) => row.approval_status === 'PENDING' && approvalOf(row, now)?.status === 'EXPIRED';
 
 /**
  * Protected decisions: the rules of the free evaluation, with the budget and repeat counts
@@ -443,7 +446,7 @@ export class DecisionService {
       const settled = await tx.selectFrom('decisions').selectAll().where('id', '=', decisionId).executeTakeFirst();
       if (!settled) return this.unknownDecision(tx, key, later);
       const shown = this.stored(settled, later);
-      if (settled.approval_status === 'PENDING' && shown.decision.approval?.status === 'EXPIRED') await this.recordExpiry(tx, settled.id, shown.receipt);
+      if (expiredUnrecorded(settled, later)) await this.recordExpiry(tx, settled.id, shown.receipt);
       return { ...shown, replayed: false };
     });
   }
