@@ -30,6 +30,9 @@ async function main(): Promise<void> {
   });
   if (!config.rateLimits) app.log.warn('RATE_LIMITS=off: no per-source limit is enforced (meant for benchmarks only)');
   warnWhileRedisFails(infra, app.log);
+  infra.database.wal?.onCheckpointerLost((err) =>
+    app.log.error({ err }, 'SQLite checkpointer stopped: commits checkpoint the WAL themselves from now on (slower, no data lost)'),
+  );
 
   const purge = async () => {
     try {

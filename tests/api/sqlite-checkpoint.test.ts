@@ -2,6 +2,7 @@ import { copyFileSync, mkdtempSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import SQLite from 'better-sqlite3';
+import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openDatabase, type Database } from '../../src/platform/db/database.js';
 import { writeTransaction } from '../../src/platform/db/tx.js';
@@ -80,4 +81,31 @@ describe.skipIf(testDialect !== 'sqlite')('SQLite WAL checkpoints', () => {
     }
     expect(largest).toBeLessThan(30_000_000);
   }, 60_000);
+
+  it('a checkpointer that stops is reported once, and commits checkpoint the WAL themselves from then on', async () => {
+    const file = join(dir, 'lost.sqlite');
+    // A driver the worker cannot load: the worker fails at start, as it would on any error of its own.
+    const lost = await openDatabase(`sqlite:${file}`, { checkpointerDriver: join(dir, 'no-such-driver.js') });
+    try {
+      const reported = await new Promise<Error[]>((done) => {
+        const errors: Error[] = [];
+        lost.wal!.onCheckpointerLost((err) => errors.push(err));
+        setTimeout(() => done(errors), 1000);
+      });
+      expect(reported).toHaveLength(1);
+      expect(reported[0]!.message).toMatch(/no-such-driver/);
+      // SQLite's own automatic checkpoint is back at its default of 1,000 pages (the serving
+      // connection had set it far higher while the worker did the work).
+      const { rows } = await sql<{ wal_autocheckpoint: bigint }>`pragma wal_autocheckpoint`.execute(lost.db);
+      expect(Number(rows[0]!.wal_autocheckpoint)).toBe(1000);
+      await writeTransaction(lost, (tx) =>
+        tx
+          .insertInto('pilot_leads')
+          .values({ id: 'lead_lost', email: 'a@example.com', company: 'c', monthly_decisions: '<1k', needs: 'checkpointer lost', source: '127.0.0.1', created_at: new Date().toISOString() })
+          .execute(),
+      );
+    } finally {
+      await lost.close();
+    }
+  });
 });

@@ -30,6 +30,11 @@ export interface Database {
      * over (see startCheckpointer). Undefined otherwise.
      */
     restartPending(): Promise<void> | undefined;
+    /**
+     * Calls `listener` once if the background checkpointer stops on its own (an error, an exit):
+     * the serving connection checkpoints inside its commits from then on, slower but safe.
+     */
+    onCheckpointerLost(listener: (err: Error) => void): void;
   };
 }
 
@@ -51,6 +56,8 @@ export interface DatabaseOptions {
    * (the operator CLI: a wrong DATABASE_URL must not get an empty paywarden database made in it).
    */
   existingOnly?: boolean;
+  /** SQLite only: the module the checkpointer worker loads as its driver (tests make it fail). */
+  checkpointerDriver?: string;
 }
 
 /**
@@ -270,12 +277,16 @@ function openSqlite(url: string, opts: DatabaseOptions): Database {
   sqlite.pragma(`journal_size_limit = ${restartFrames * Number(sqlite.pragma('page_size', { simple: true }))}`);
   // Money columns hold micro-USDC; reading them as JavaScript numbers would lose precision.
   sqlite.defaultSafeIntegers(true);
-  const checkpointer = file === undefined ? undefined : startCheckpointer(sqlite, file, restartFrames);
+  const checkpointer = file === undefined ? undefined : startCheckpointer(sqlite, file, restartFrames, opts.checkpointerDriver);
   // The WAL lies beside the file SQLite resolved (a symbolic link to the database, or to a folder
   // on its path, is followed), which need not be beside the path configured.
   const mainFile = (sqlite.pragma('database_list') as Array<{ name: string; file: string }>).find((d) => d.name === 'main')!.file;
   const walPath = `${mainFile}-wal`;
-  const wal = checkpointer && { sync: new WalSync(sqlite, walPath, { dbPath: mainFile }), restartPending: () => checkpointer.restartPending() };
+  const wal = checkpointer && {
+    sync: new WalSync(sqlite, walPath, { dbPath: mainFile }),
+    restartPending: () => checkpointer.restartPending(),
+    onCheckpointerLost: (listener: (err: Error) => void) => checkpointer.onLost(listener),
+  };
   const db = new Kysely<DB>({ dialect: new TransactionalDdlSqliteDialect({ database: withStatementCache(sqlite, () => wal?.sync.failed) }) });
   return {
     db,
@@ -342,7 +353,8 @@ function startCheckpointer(
   sqlite: SQLite.Database,
   file: string,
   restartFrames: number,
-): { stop(): Promise<void>; restartPending(): Promise<void> | undefined } {
+  driver = requireHere.resolve('better-sqlite3'),
+): { stop(): Promise<void>; restartPending(): Promise<void> | undefined; onLost(listener: (err: Error) => void): void } {
   sqlite.pragma(`wal_autocheckpoint = ${FALLBACK_AUTOCHECKPOINT_PAGES}`);
   const worker = new Worker(
     `const { parentPort, workerData } = require('node:worker_threads');
@@ -362,7 +374,7 @@ function startCheckpointer(
      });`,
     {
       eval: true,
-      workerData: { driver: requireHere.resolve('better-sqlite3'), file: resolve(file), intervalMs: CHECKPOINT_INTERVAL_MS, restartFrames },
+      workerData: { driver, file: resolve(file), intervalMs: CHECKPOINT_INTERVAL_MS, restartFrames },
     },
   );
   worker.unref();
@@ -375,18 +387,26 @@ function startCheckpointer(
     if (m === 'large') large = true;
     else if (m === 'checkpointed') checkpointed?.();
   });
-  worker.once('exit', () => {
-    exited = true;
-    checkpointed?.();
-  });
+  let stopping = false;
+  let lostListener: ((err: Error) => void) | undefined;
+  let lostWith: Error | undefined;
   // Losing the worker only brings back the slower in-line checkpoints; it never loses data.
-  worker.on('error', () => {
+  const lost = (err: Error) => {
+    if (lostWith) return;
+    lostWith = err;
     try {
       sqlite.pragma('wal_autocheckpoint = 1000');
     } catch {
       /* already closed */
     }
+    lostListener?.(err);
+  };
+  worker.once('exit', (code) => {
+    exited = true;
+    checkpointed?.();
+    if (!stopping) lost(new Error(`SQLite checkpointer worker exited (code ${code})`));
   });
+  worker.on('error', lost);
   return {
     restartPending() {
       if (restarting || !large || exited) return restarting;
@@ -405,7 +425,12 @@ function startCheckpointer(
       });
       return restarting;
     },
+    onLost(listener) {
+      lostListener = listener;
+      if (lostWith) listener(lostWith);
+    },
     async stop() {
+      stopping = true;
       if (exited) return;
       // Held open until the worker has closed its connection (2 s at most): the worker is
       // unref'd, and a process with nothing else left to wait on would otherwise end here, with
