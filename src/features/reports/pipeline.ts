@@ -178,16 +178,28 @@ export class PaidReports {
       return this.sendGate(def, gate, true);
     }
     await unrefused();
-    const head = await (def.readsAnyChain ? this.deps.anyChain : this.deps.chain).getBlockNumber({ cacheTime: 0 }).catch(() => {
-      throw new AppError('upstream_unavailable', 'the chain could not be read; nothing was charged');
-    });
-    // Where a search for this payment's settlement starts. Anyone holding the signed
-    // authorization (the payer's wallet, a relayer) can put it on chain from the moment verify
-    // said its nonce was unused, which may be blocks before this read (or the facilitator's node
-    // may lag ours): starting at the head would never find such a transfer, and the buyer would
-    // be charged with the report held back for good.
-    const fromBlock = head > SETTLEMENT_LOOKBACK_BLOCKS ? head - SETTLEMENT_LOOKBACK_BLOCKS : 0n;
-    const produced = await def.produce(input, now);
+    let fromBlock: bigint;
+    let produced: Record<string, unknown>;
+    try {
+      const head = await (def.readsAnyChain ? this.deps.anyChain : this.deps.chain).getBlockNumber({ cacheTime: 0 }).catch(() => {
+        throw new AppError('upstream_unavailable', 'the chain could not be read; nothing was charged');
+      });
+      // Where a search for this payment's settlement starts. Anyone holding the signed
+      // authorization (the payer's wallet, a relayer) can put it on chain from the moment verify
+      // said its nonce was unused, which may be blocks before this read (or the facilitator's node
+      // may lag ours): starting at the head would never find such a transfer, and the buyer would
+      // be charged with the report held back for good.
+      fromBlock = head > SETTLEMENT_LOOKBACK_BLOCKS ? head - SETTLEMENT_LOOKBACK_BLOCKS : 0n;
+      produced = await def.produce(input, now);
+    } catch (err) {
+      // Verify passed, so a copy of this request may have stored and settled this authorization
+      // while this one read the chain or made its report: that copy's report is what the payment
+      // bought. A 502 here ("nothing was charged", "try again later") would send the client to
+      // sign a second payment for a report it has already paid for.
+      const delivered = await meanwhile();
+      if (delivered) return delivered;
+      throw err;
+    }
 
     const storedAt = this.deps.clock.now().toISOString();
     const row: PaidReportRow = {
