@@ -43,6 +43,9 @@ describe('verify without the facilitator\'s answer', () => {
     }
     const problem = expectProblem(await asInjected(res), 502, 'upstream_unavailable');
     expect(problem.detail).toMatch(/nothing was charged/);
+    // A copy of this request still under way elsewhere may yet settle this authorization: the
+    // answer sends the client back with the same signature, never to sign a second payment.
+    expect(problem.detail).toMatch(/send the same PAYMENT-SIGNATURE/);
     // The upstream's words (and its address) stay out of the answer.
     expect(JSON.stringify(problem)).not.toMatch(/fetch failed|Bad Gateway|upstream connect|127\.0\.0\.1/);
     expect(res.headers.get('payment-required')).toBeNull();

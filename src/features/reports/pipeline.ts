@@ -167,7 +167,7 @@ export class PaidReports {
       if (!(err instanceof AppError && err.code === 'upstream_unavailable')) throw err;
       const delivered = await meanwhile();
       if (delivered) return delivered;
-      throw err;
+      throw sameSignatureAgain(err);
     }
     if (gate.kind === 'respond') {
       const delivered = await meanwhile();
@@ -198,7 +198,7 @@ export class PaidReports {
       // sign a second payment for a report it has already paid for.
       const delivered = await meanwhile();
       if (delivered) return delivered;
-      throw err;
+      throw sameSignatureAgain(err);
     }
 
     const storedAt = this.deps.clock.now().toISOString();
@@ -403,4 +403,16 @@ const ChallengeProblem = {
 function header(request: FastifyRequest, name: string): string | undefined {
   const v = request.headers[name];
   return Array.isArray(v) ? v[0] : v;
+}
+
+/**
+ * A failure of ours or an upstream's (5xx) after a payment was sent: this request charged
+ * nothing, but a copy of it still under way (a retry the client sent elsewhere, the first answer
+ * lost) may settle the same authorization after this answer. Its report is delivered to that
+ * same PAYMENT-SIGNATURE, never to a new one: the answer says to send it again, not to sign anew.
+ */
+function sameSignatureAgain(err: unknown): unknown {
+  if (!(err instanceof AppError) || err.status < 500) return err;
+  const detail = `${err.message.replace(/\.$/, '')}; to try again, send the same PAYMENT-SIGNATURE (one payment is never charged twice)`;
+  return new AppError(err.code, detail, { title: err.title, headers: err.headers, ...(err.retryAfter === undefined ? {} : { retryAfter: err.retryAfter }) });
 }
