@@ -60,6 +60,27 @@ function redactedLogArgs(args: unknown[]): unknown[] {
 
 type SerializedError = ReturnType<typeof pino.stdSerializers.err>;
 
+/**
+ * A serialized error as a log line may show it. pino copies every enumerable member of an error
+ * as it is, and drivers attach what they sent or would have stored: ioredis the failed command
+ * with its arguments (those of the AUTH it sends on connecting are REDIS_URL's password, logged
+ * whenever Redis refused it). The message and stack are redacted as every message is; errors
+ * nested in members (pino serializes those too, `aggregateErrors` included) are scrubbed alike.
+ */
+function scrubbedError(e: Record<string, unknown>, depth = 0): Record<string, unknown> {
+  const out: Record<string, unknown> = { ...e };
+  if (typeof out.message === 'string') out.message = redactKeys(out.message);
+  if (typeof out.stack === 'string') out.stack = redactKeys(out.stack);
+  const command = out.command;
+  if (command !== null && typeof command === 'object' && 'args' in command) {
+    out.command = { name: (command as { name?: unknown }).name, args: '[redacted]' };
+  }
+  if (depth >= 3) return out;
+  const nested = (v: unknown): unknown => (v !== null && typeof v === 'object' && typeof (v as { stack?: unknown }).stack === 'string' ? scrubbedError(v as Record<string, unknown>, depth + 1) : v);
+  for (const [k, v] of Object.entries(out)) out[k] = Array.isArray(v) ? v.map(nested) : nested(v);
+  return out;
+}
+
 /** pino options: the configured level, and credentials never written to a log line. */
 export function loggerOptions(config: Config, destination?: NodeJS.WritableStream) {
   return {
@@ -74,17 +95,13 @@ export function loggerOptions(config: Config, destination?: NodeJS.WritableStrea
         remoteAddress: req.ip,
         remotePort: req.socket?.remotePort,
       }),
-      // pino's error serializer, with the message and stack redacted (an error may quote input).
-      // Anything else logged as `err` (a string, a plain object thrown) is passed as pino would.
+      // pino's error serializer, with the message and stack redacted (an error may quote input)
+      // and what drivers attach to their errors scrubbed (see scrubbedError). Anything else
+      // logged as `err` (a string, a plain object thrown) is passed as pino would.
       err: (err: Error): SerializedError => {
         const out = pino.stdSerializers.err(err) as unknown;
         if (out === null || typeof out !== 'object') return (typeof out === 'string' ? redactKeys(out) : out) as SerializedError;
-        const o = out as { message?: unknown; stack?: unknown };
-        return {
-          ...o,
-          ...(typeof o.message === 'string' ? { message: redactKeys(o.message) } : {}),
-          ...(typeof o.stack === 'string' ? { stack: redactKeys(o.stack) } : {}),
-        } as SerializedError;
+        return scrubbedError(out as Record<string, unknown>) as SerializedError;
       },
     },
     // Every message is redacted too: messages quote what a caller sent (a member name, a path).

@@ -1,3 +1,5 @@
+import { once } from 'node:events';
+import { createServer, type AddressInfo } from 'node:net';
 import { PassThrough } from 'node:stream';
 import type { InjectOptions } from 'fastify';
 import { pino } from 'pino';
@@ -5,6 +7,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loggerOptions } from '../../src/app.js';
 import { redactKeys } from '../../src/platform/errors.js';
 import { testConfig } from '../../src/config.js';
+import { connectRedis, warnWhileRedisFails } from '../../src/platform/deps.js';
+import { createRateLimiter } from '../../src/platform/rate-limit.js';
 import { ADDR, createTestApp, createTestAppWith, json, type TestApp } from '../helpers/app.js';
 import { bearer, createPolicy, decide, DECISIONS, POLICIES, type Created } from '../helpers/policies.js';
 
@@ -171,6 +175,29 @@ describe('what the log does with unusual errors and keys in unusual places', () 
       for (const e of errors) expect(e).toMatchObject({ msg: 'request failed', err: { stack: expect.any(String) } });
     } finally {
       await t.close(); // the database is closed already; this removes its files
+    }
+  });
+  it('a Redis that refuses the password of REDIS_URL: the warning names the command, never its password', async () => {
+    // A server that refuses every command as Redis refuses a wrong password: ioredis attaches the
+    // refused command, AUTH with the password as its argument, to the error it reports.
+    const server = createServer((socket) => socket.on('data', () => socket.write('-WRONGPASS invalid username-password pair or user is disabled.\r\n')));
+    server.listen(0, '127.0.0.1');
+    await once(server, 'listening');
+    const password = 'not-the-right-one-3f9c2a71';
+    const redis = connectRedis(`redis://:${password}@127.0.0.1:${(server.address() as AddressInfo).port}/0`);
+    const { lines, log } = serviceLogger();
+    try {
+      const warned = new Promise<void>((resolve) => warnWhileRedisFails({ redis, limiter: createRateLimiter(testConfig()) }, { warn: (obj, msg) => (log.warn(obj, msg), resolve()) }));
+      await warned;
+      await flushed();
+      const line = JSON.parse(lines[0]!) as { msg: string; err: { message: string; command?: { name?: string; args?: unknown } } };
+      expect(line.msg).toMatch(/^Redis unavailable/);
+      expect(line.err.message).toMatch(/WRONGPASS/);
+      expect(line.err.command).toEqual({ name: 'auth', args: '[redacted]' });
+      expect(lines.join('\n')).not.toContain(password);
+    } finally {
+      redis.disconnect();
+      server.close();
     }
   });
 });
