@@ -60,12 +60,17 @@ function redactedLogArgs(args: unknown[]): unknown[] {
 
 type SerializedError = ReturnType<typeof pino.stdSerializers.err>;
 
+/** PostgreSQL's detail of a refused row (not-null, check constraint): every value of the row. */
+const FAILING_ROW = /^Failing row contains/;
+
 /**
  * A serialized error as a log line may show it. pino copies every enumerable member of an error
  * as it is, and drivers attach what they sent or would have stored: ioredis the failed command
  * with its arguments (those of the AUTH it sends on connecting are REDIS_URL's password, logged
- * whenever Redis refused it). The message and stack are redacted as every message is; errors
- * nested in members (pino serializes those too, `aggregateErrors` included) are scrubbed alike.
+ * whenever Redis refused it), PostgreSQL the whole row a constraint refused ("Failing row
+ * contains (…)": key hashes, a paid report's signed payment authorization). The message and stack
+ * are redacted as every message is; errors nested in members (pino serializes those too,
+ * `aggregateErrors` included) are scrubbed alike.
  */
 function scrubbedError(e: Record<string, unknown>, depth = 0): Record<string, unknown> {
   const out: Record<string, unknown> = { ...e };
@@ -75,6 +80,7 @@ function scrubbedError(e: Record<string, unknown>, depth = 0): Record<string, un
   if (command !== null && typeof command === 'object' && 'args' in command) {
     out.command = { name: (command as { name?: unknown }).name, args: '[redacted]' };
   }
+  if (typeof out.detail === 'string' && FAILING_ROW.test(out.detail)) out.detail = 'Failing row contains [redacted]';
   if (depth >= 3) return out;
   const nested = (v: unknown): unknown => (v !== null && typeof v === 'object' && typeof (v as { stack?: unknown }).stack === 'string' ? scrubbedError(v as Record<string, unknown>, depth + 1) : v);
   for (const [k, v] of Object.entries(out)) out[k] = Array.isArray(v) ? v.map(nested) : nested(v);

@@ -1,6 +1,7 @@
 import { once } from 'node:events';
 import { createServer, type AddressInfo } from 'node:net';
 import { PassThrough } from 'node:stream';
+import pg from 'pg';
 import type { InjectOptions } from 'fastify';
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -199,5 +200,26 @@ describe('what the log does with unusual errors and keys in unusual places', () 
       redis.disconnect();
       server.close();
     }
+  });
+
+  it("a row PostgreSQL refused is not written out: its detail would hold every value (key hashes, a payment's signature)", async () => {
+    const { lines, log } = serviceLogger();
+    const hash = 'c0ffee'.repeat(10) + 'beef';
+    // The error node-postgres reports for a not-null or check violation, as it builds it.
+    const err = Object.assign(new pg.DatabaseError('null value in column "name" of relation "policies" violates not-null constraint', 200, 'error'), {
+      code: '23502',
+      detail: `Failing row contains (sgp_0123, null, agent-1, {}, 1, active, active, 0, ${hash}, ${hash}).`,
+      table: 'policies',
+      column: 'name',
+    });
+    log.error({ err }, 'request failed');
+    // ... also when it is nested in another error's members.
+    log.error({ err: Object.assign(new Error('outer'), { inner: err }) }, 'request failed');
+    await flushed();
+    const log0 = lines.join('\n');
+    expect(log0).not.toContain(hash);
+    const first = JSON.parse(lines[0]!) as { err: Record<string, unknown> };
+    expect(first.err).toMatchObject({ code: '23502', table: 'policies', column: 'name', detail: 'Failing row contains [redacted]' });
+    expect(first.err.message).toMatch(/violates not-null constraint/);
   });
 });
