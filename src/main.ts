@@ -3,6 +3,7 @@ import { buildApp } from './app.js';
 import { ConfigError, parseConfig, type Config } from './config.js';
 import { purgeExpired } from './features/maintenance.js';
 import { lockedDatabase, openInfrastructure, warnWhileRedisFails } from './platform/deps.js';
+import { redactKeys } from './platform/errors.js';
 
 const PURGE_INTERVAL_MS = 60 * 60 * 1000;
 /** How much longer than a paid request's facilitator and chain calls a shutdown waits for open connections. */
@@ -19,6 +20,28 @@ function exitWithin(ms: number): void {
   new Worker(`setTimeout(() => process.kill(process.pid, 'SIGKILL'), ${ms});`, { eval: true }).unref();
 }
 
+/** The service's logger once there is one: a crash is logged through it (see onCrash). */
+let crashLog: { fatal(obj: object, msg: string): void } | undefined;
+
+/**
+ * An exception nothing caught, or a rejection nothing handled (Node raises it as one), ends the
+ * process with code 1 as Node would, but logged at fatal through the service's logger, whose
+ * serializers keep credentials out. Node's own report printed the error with every member it
+ * has: ioredis attaches a refused command with its arguments (an AUTH's are REDIS_URL's
+ * password), viem the RPC URL with its API key. Before the logger exists, only the message is
+ * printed, as a failed start prints it.
+ */
+function onCrash(err: unknown, origin: string): void {
+  try {
+    if (crashLog) crashLog.fatal({ err, origin }, 'crashed: the process ends');
+    else console.error(`paywarden: crashed (${origin}): ${redactKeys(err instanceof Error ? err.message : String(err))}`);
+  } finally {
+    exitWithin(EXIT_FLUSH_MS);
+    process.exit(1);
+  }
+}
+process.on('uncaughtException', onCrash);
+
 const shutdownDeadlineMs = (config: Config) => 2 * config.facilitatorTimeoutMs + config.rpcTimeoutMs + SHUTDOWN_MARGIN_MS;
 
 async function main(): Promise<void> {
@@ -28,6 +51,7 @@ async function main(): Promise<void> {
     await infra.close().catch(() => {});
     throw lockedDatabase(err, config) ?? err;
   });
+  crashLog = app.log;
   if (!config.rateLimits) app.log.warn('RATE_LIMITS=off: no per-source limit is enforced (meant for benchmarks only)');
   warnWhileRedisFails(infra, app.log);
   infra.database.wal?.onCheckpointerLost((err) =>
