@@ -53,7 +53,7 @@ function redactedLogArgs(args: unknown[]): unknown[] {
   const [first, second] = args;
   if (typeof second !== 'string' && first !== null && typeof first === 'object') {
     const err = first instanceof Error ? first : (first as { err?: unknown; msg?: unknown }).msg === undefined ? (first as { err?: unknown }).err : undefined;
-    if (err instanceof Error) return [first, redactKeys(err.message), ...args.slice(1)];
+    if (err instanceof Error) return [first, scrubbedText(err.message), ...args.slice(1)];
   }
   return args.map((a) => (typeof a === 'string' ? redactKeys(a) : a));
 }
@@ -64,27 +64,50 @@ type SerializedError = ReturnType<typeof pino.stdSerializers.err>;
 const FAILING_ROW = /^Failing row contains/;
 
 /**
+ * A network URL (http, ws, redis, postgres: not the file: URLs of a stack trace): its scheme, user
+ * info, host and port, and whatever follows (path, query, fragment).
+ */
+const ABSOLUTE_URL = /\b((?:https?|wss?|rediss?|postgres(?:ql)?):\/\/)(?:[^\s/?#"'<>@]*@)?([^\s/?#"'<>]*)([^\s"'<>]*)/gi;
+
+/**
+ * Text from an error as a log line may show it: keys redacted (redactKeys), and each absolute URL
+ * cut to its scheme and host. An RPC provider's URL holds its API key in the path (32 characters
+ * at Alchemy and Infura: too short for redactKeys), and viem writes the URL of a failed request
+ * into its message, its `metaMessages` and its `url`. The chain reads' own failures are reported
+ * without it (see upstream in chain.ts); this is for one that gets past them, to a 500 or a crash.
+ */
+function scrubbedText(text: string): string {
+  return redactKeys(text).replace(ABSOLUTE_URL, (_url, scheme: string, host: string, rest: string) => `${scheme}${host}${rest && rest !== '/' ? '/…' : rest}`);
+}
+
+/**
  * A serialized error as a log line may show it. pino copies every enumerable member of an error
  * as it is, and drivers attach what they sent or would have stored: ioredis the failed command
  * with its arguments (those of the AUTH it sends on connecting are REDIS_URL's password, logged
  * whenever Redis refused it), PostgreSQL the whole row a constraint refused ("Failing row
- * contains (…)": key hashes, a paid report's signed payment authorization). The message and stack
- * are redacted as every message is; errors nested in members (pino serializes those too,
- * `aggregateErrors` included) are scrubbed alike.
+ * contains (…)": key hashes, a paid report's signed payment authorization), viem the request's
+ * URL. Every string in it is scrubbed (scrubbedText), a few levels deep: the message and stack,
+ * members, and errors nested in members (pino serializes those too, `aggregateErrors` included).
  */
-function scrubbedError(e: Record<string, unknown>, depth = 0): Record<string, unknown> {
-  const out: Record<string, unknown> = { ...e };
-  if (typeof out.message === 'string') out.message = redactKeys(out.message);
-  if (typeof out.stack === 'string') out.stack = redactKeys(out.stack);
-  const command = out.command;
-  if (command !== null && typeof command === 'object' && 'args' in command) {
-    out.command = { name: (command as { name?: unknown }).name, args: '[redacted]' };
-  }
-  if (typeof out.detail === 'string' && FAILING_ROW.test(out.detail)) out.detail = 'Failing row contains [redacted]';
-  if (depth >= 3) return out;
-  const nested = (v: unknown): unknown => (v !== null && typeof v === 'object' && typeof (v as { stack?: unknown }).stack === 'string' ? scrubbedError(v as Record<string, unknown>, depth + 1) : v);
-  for (const [k, v] of Object.entries(out)) out[k] = Array.isArray(v) ? v.map(nested) : nested(v);
-  return out;
+function scrubbedError(e: Record<string, unknown>): Record<string, unknown> {
+  const scrub = (v: unknown, depth: number): unknown => {
+    if (typeof v === 'string') return scrubbedText(v);
+    if (v === null || typeof v !== 'object' || depth > 4) return v;
+    if (Array.isArray(v)) return v.map((x) => scrub(x, depth + 1));
+    // Plain objects and errors (pino's serialized ones have a prototype of their own); a Buffer,
+    // a Date or a class instance is written as pino would write it.
+    const proto = Object.getPrototypeOf(v) as unknown;
+    if (proto !== Object.prototype && proto !== null && typeof (v as { stack?: unknown }).stack !== 'string') return v;
+    const out: Record<string, unknown> = {};
+    for (const [k, x] of Object.entries(v)) out[k] = scrub(x, depth + 1);
+    const command = out.command;
+    if (command !== null && typeof command === 'object' && 'args' in command) {
+      out.command = { name: (command as { name?: unknown }).name, args: '[redacted]' };
+    }
+    if (typeof out.detail === 'string' && FAILING_ROW.test(out.detail)) out.detail = 'Failing row contains [redacted]';
+    return out;
+  };
+  return scrub(e, 0) as Record<string, unknown>;
 }
 
 /** pino options: the configured level, and credentials never written to a log line. */

@@ -2,6 +2,7 @@ import { once } from 'node:events';
 import { createServer, type AddressInfo } from 'node:net';
 import { PassThrough } from 'node:stream';
 import pg from 'pg';
+import { HttpRequestError } from 'viem';
 import type { InjectOptions } from 'fastify';
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -221,5 +222,26 @@ describe('what the log does with unusual errors and keys in unusual places', () 
     const first = JSON.parse(lines[0]!) as { err: Record<string, unknown> };
     expect(first.err).toMatchObject({ code: '23502', table: 'policies', column: 'name', detail: 'Failing row contains [redacted]' });
     expect(first.err.message).toMatch(/violates not-null constraint/);
+  });
+  it("an RPC provider's API key in the URL a viem error names is not written out, in whatever member", async () => {
+    const { lines, log } = serviceLogger();
+    // An Alchemy key: 32 characters, too short to be redacted as one of ours.
+    const apiKey = 'AbCdEf0123456789AbCdEf0123456789';
+    const err = new HttpRequestError({ url: `https://base-mainnet.g.alchemy.com/v2/${apiKey}`, body: { method: 'eth_chainId' }, status: 401, details: 'Must be authenticated!' });
+    log.error({ err }, 'request failed');
+    log.error(err); // the message becomes the line's
+    log.error({ err: new Error('no answer', { cause: err }) }, 'request failed'); // its message and stack in the cause's
+    // A password in a Redis or PostgreSQL URL quoted by an error goes the same way; file: URLs (stack frames) stay.
+    log.error({ err: new Error('could not reach redis://:pw-in-url-4c1d@10.0.0.7:6379/0 from file:///srv/app/x.js') }, 'request failed');
+    await flushed();
+    const all = lines.join('\n');
+    expect(all).not.toContain(apiKey);
+    expect(all).not.toContain('pw-in-url-4c1d');
+    const first = JSON.parse(lines[0]!) as { err: { message: string; url: string; metaMessages: string[]; status: number } };
+    expect(first.err).toMatchObject({ url: 'https://base-mainnet.g.alchemy.com/…', status: 401 });
+    expect(first.err.message).toContain('URL: https://base-mainnet.g.alchemy.com/…');
+    expect(first.err.message).toContain('Must be authenticated!');
+    expect((JSON.parse(lines[1]!) as { msg: string }).msg).toContain('https://base-mainnet.g.alchemy.com/…');
+    expect((JSON.parse(lines[3]!) as { err: { message: string } }).err.message).toBe('could not reach redis://10.0.0.7:6379/… from file:///srv/app/x.js');
   });
 });
