@@ -1,4 +1,5 @@
 import { once } from 'node:events';
+import { createServer as createHttpServer } from 'node:http';
 import { createServer, type AddressInfo } from 'node:net';
 import { PassThrough } from 'node:stream';
 import pg from 'pg';
@@ -9,6 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loggerOptions } from '../../src/app.js';
 import { redactKeys } from '../../src/platform/errors.js';
 import { testConfig } from '../../src/config.js';
+import { createChainClient, upstream } from '../../src/platform/chain.js';
 import { connectRedis, warnWhileRedisFails } from '../../src/platform/deps.js';
 import { createRateLimiter } from '../../src/platform/rate-limit.js';
 import { ADDR, createTestApp, createTestAppWith, json, type TestApp } from '../helpers/app.js';
@@ -243,5 +245,37 @@ describe('what the log does with unusual errors and keys in unusual places', () 
     expect(first.err.message).toContain('Must be authenticated!');
     expect((JSON.parse(lines[1]!) as { msg: string }).msg).toContain('https://base-mainnet.g.alchemy.com/…');
     expect((JSON.parse(lines[3]!) as { err: { message: string } }).err.message).toBe('could not reach redis://10.0.0.7:6379/… from file:///srv/app/x.js');
+  });
+  it("an RPC node that quotes the API key of its URL (a gateway's 404, a refusal naming the key): the 502's logged cause leaves it out", async () => {
+    const apiKey = 'k3yOfTheRpcProvider0123456789abc';
+    // The first request answers as an Express gateway answers a path it does not serve, the next
+    // ones with a JSON-RPC error naming the key it refused.
+    let requests = 0;
+    const node = createHttpServer((req, res) => {
+      req.resume();
+      req.on('end', () => {
+        if (requests++ === 0) res.writeHead(404, { 'content-type': 'text/html' }).end(`<pre>Cannot POST ${req.url}</pre>`);
+        else res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ jsonrpc: '2.0', id: 1, error: { code: -32001, message: `key ${apiKey} is over its quota` } }));
+      });
+    });
+    node.listen(0, '127.0.0.1');
+    await once(node, 'listening');
+    const { lines, log } = serviceLogger();
+    try {
+      const chain = createChainClient({ rpcUrls: [`http://127.0.0.1:${(node.address() as AddressInfo).port}/v2/${apiKey}`], rpcTimeoutMs: 2000 }, { anyChain: true });
+      for (let i = 0; i < 2; i++) {
+        const err = await upstream(() => chain.getBlockNumber({ cacheTime: 0 })).catch((e: unknown) => e);
+        expect(err).toMatchObject({ code: 'upstream_unavailable' });
+        log.error({ err }, 'request failed');
+      }
+      await flushed();
+      expect(lines).toHaveLength(2);
+      expect(lines.join('\n')).not.toContain(apiKey);
+      // What the node said is still there, for whoever reads the log.
+      expect(lines[0]).toContain('Cannot POST /v2/<rpc-key>');
+      expect(lines[1]).toContain('key <rpc-key> is over its quota');
+    } finally {
+      node.close();
+    }
   });
 });
