@@ -31,6 +31,10 @@ describe('parseUsdc', () => {
     expect(() => parseUsdc('0.1234567')).toThrow(RangeError);
     expect(() => parseUsdc('0.0000001')).toThrow(RangeError);
     expect(() => parseUsdc('1.0000000')).toThrow(RangeError);
+    // The schema pattern must draw the same line, or a seventh digit passes validation and then
+    // fails in parsing (a 500 where the caller is owed a 400).
+    expect(isAmount('0.123456')).toBe(true);
+    for (const t of ['0.1234567', '0.0000001', '1.0000000']) expect(isAmount(t)).toBe(false);
   });
 
   it('reads leading zeros in the integer part as the same value', () => {
