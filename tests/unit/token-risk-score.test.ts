@@ -264,6 +264,18 @@ describe('measured taxes', () => {
     expect(a.verdict).toMatchObject({ decision: 'INCOMPLETE', reasons: ['transferSimulation_partial'] });
   });
 
+  it('only a sell is titled a honeypot: a critical buy or transfer tax keeps its measured-tax title', () => {
+    const s = sim();
+    const buy = score(evidenceWith({ simulation: { buy: { ...s.buy, received: taxed(s.buy.expectedOut, 99) } } }));
+    expect(findingOf(buy, 'buy_tax')).toMatchObject({ severity: 'critical', title: 'Measured buy tax' });
+    expect(buy.summary).toBe('BLOCK: Measured buy tax.');
+    const sell = score(evidenceWith({ simulation: { sell: { ...s.sell, received: taxed(s.sell.expectedOut, 99) } } }));
+    expect(findingOf(sell, 'sell_tax')).toMatchObject({ severity: 'critical', title: 'Honeypot: a simulated sell returns almost nothing' });
+    // Below critical a sell tax is a measured tax like any other.
+    const high = score(evidenceWith({ simulation: { sell: { ...s.sell, received: taxed(s.sell.expectedOut, 30) } } }));
+    expect(findingOf(high, 'sell_tax')).toMatchObject({ severity: 'high', title: 'Measured sell tax' });
+  });
+
   it('a sell that reverts is titled a honeypot and carries the revert reason', () => {
     const a = score(evidenceWith({ simulation: { sell: { ...sim().sell, step: { status: 'reverted', reason: 'TransferHelper: TRANSFER_FROM_FAILED' } } } }));
     expect(findingOf(a, 'sell_reverts')).toMatchObject({ title: expect.stringMatching(/^Honeypot/), evidence: { reason: 'TransferHelper: TRANSFER_FROM_FAILED' } });
