@@ -314,6 +314,13 @@ describe('upgradeability, contract and ownership findings', () => {
     expect(findingOf(uups, 'upgrade_function')).toMatchObject({ severity: 'medium', evidence: { selectors: ['0x4f1ef286'] } });
   });
 
+  it('an EIP-7702 account whose delegate has upgrade functions is reported as the delegation, not as upgrade_function', () => {
+    const a = score(evidenceWith({ contract: { kind: 'eip7702', delegate: IMPL }, upgradeability: { logic: { address: IMPL, source: 'eip7702', codeSize: 900 }, upgradeSelectors: ['0x4f1ef286'] } }));
+    expect(codes(a)).toContain('eip7702_delegated_account');
+    expect(findingOf(a, 'upgrade_function')).toBeUndefined();
+    expect(a.verdict.reasons).not.toContain('upgrade_function');
+  });
+
   it('a beacon that names no implementation is partial for that reason, not an implementation without code', () => {
     const a = score(evidenceWith({ upgradeability: { eip1967: { implementation: null, admin: null, beacon: IMPL }, beaconImplementation: null, logic: { address: IMPL, source: 'eip1967-beacon', codeSize: 0 } }, privileges: { scanned: false, selectors: [] } }));
     expect(a.risk.coverage.upgradeability).toEqual({ status: 'partial', reason: 'the beacon did not name an implementation' });
