@@ -182,6 +182,19 @@ describe('privileged functions', () => {
     for (const patch of cases) expect(findingOf(score(evidenceWith(patch)), 'mint_function')).toMatchObject({ severity: 'high', evidence: { controllable: true } });
   });
 
+  // The collector never produces these combinations today (a malformed answer leaves owner null;
+  // unknown delegation leaves privileges unscanned), but the pure rule must not rely on that: a
+  // zero owner read from a malformed answer, or code that delegates where no standard says, is
+  // no evidence that the owner's way to a privileged function is gone.
+  it('a burn-address owner does not lower a HIGH privilege when the owner answer was malformed or the code delegates to unknown code', () => {
+    const mint = { privileges: { scanned: true, selectors: selectorsOf('mint') } };
+    const cases: Array<Parameters<typeof evidenceWith>[0]> = [
+      { ...mint, ownership: { owner: ZERO, malformed: true } },
+      { ...mint, upgradeability: { unknownDelegation: true } },
+    ];
+    for (const patch of cases) expect(findingOf(score(evidenceWith(patch)), 'mint_function')).toMatchObject({ severity: 'high', evidence: { controllable: true } });
+  });
+
   it('mint, pause and blacklist behind AccessControl with the admin role renounced are WARN, never ALLOW (R5 #5)', () => {
     const a = score(evidenceWith({ ownership: { accessControl: { present: true, enumerable: true, adminCount: 0, admins: [] } }, privileges: { scanned: true, selectors: selectorsOf('mint', 'pause', 'blacklist') } }));
     expect(a.verdict).toMatchObject({ decision: 'WARN', level: 'high' });
