@@ -82,6 +82,17 @@ describe('address poisoning', () => {
     expect(run({ data: enc('approve', [fake, 1n]), counterparties: [PAYEE], accounts: new Map() })).toEqual(['block:recipient_address_poisoning']);
   });
 
+  it('a look-alike spender seen only in the simulation logs (an undecoded wallet call) is poisoning too', () => {
+    const fake = '0xabcd5555555555555555555555555555555e1234' as Address;
+    const logApprovals = [{ kind: 'approve' as const, path: 'log:0', token: USDC, owner: SENDER, spender: fake, amount: 5n, via: 'log:Approval', deadline: null }];
+    expect(run({ to: CONTRACT, data: '0xb61d27f6', logApprovals, counterparties: [PAYEE] })).toEqual(['block:recipient_address_poisoning']);
+  });
+
+  it('a zero-value, data-less send (a test transaction) to a look-alike is poisoning too', () => {
+    const fake = '0xabcd5555555555555555555555555555555e1234' as Address;
+    expect(run({ to: fake, value: 0n, data: '0x', counterparties: [PAYEE], accounts: new Map() })).toEqual(['block:recipient_address_poisoning']);
+  });
+
   it('not checked without counterparties; poisoning_check_unavailable when the read failed', () => {
     expect(run({ counterparties: null })).toEqual([]);
     const e = evidence({ counterparties: null, counterpartiesFailed: true });
