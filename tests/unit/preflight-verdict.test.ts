@@ -40,6 +40,10 @@ describe('USDC leaving the sender', () => {
     expect(f).toEqual([expect.objectContaining({ code: 'usdc_outflow_without_return', severity: 'warn', evidence: { amountMicro: '5000001', returnedMicro: '0', recipients: [EOA, CONTRACT] } })]);
   });
 
+  it('even the smallest outflow (1 micro-USDC) counts', () => {
+    expect(run({ ...viaContract, movements: [move(USDC, SENDER, CONTRACT, 1n)] })).toEqual(['warn:usdc_outflow_without_return']);
+  });
+
   it('not when anything comes back, not for a direct USDC transfer, not for other tokens', () => {
     expect(run({ ...viaContract, movements: [move(USDC, SENDER, CONTRACT, 5n), move(TOKEN, CONTRACT, SENDER, 1n)] })).toEqual([]);
     expect(run({ ...viaContract, movements: [move(USDC, SENDER, CONTRACT, 5n), move(NATIVE_TOKEN, CONTRACT, SENDER, 1n, 'native')] })).toEqual([]);
