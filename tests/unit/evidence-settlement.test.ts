@@ -134,6 +134,9 @@ describe('settlement plans', () => {
     const own = recorded('ev_1', H1, 'FAILED');
     const history = [own, recorded('ev_2', H2, 'UNKNOWN')];
     expect(finalResultOf(history, H1.toUpperCase().replace('0X', '0x'))).toEqual(own);
+    // H1 is all digits, so the line above cannot tell letter case apart; a hash with letters can.
+    const lettered = recorded('ev_3', HASH.toLowerCase(), 'MISMATCH');
+    expect(finalResultOf([lettered, recorded('ev_4', H2, 'UNKNOWN')], HASH.toUpperCase().replace('0X', '0x'))).toEqual(lettered);
     expect(finalResultOf(history, H2)).toBeUndefined();
     expect(finalResultOf([recorded('ev_1', H1, 'PENDING')], H1)).toBeUndefined();
     expect(planBeforeReading(history[1], H1, own)).toEqual({ action: 'replay', recorded: own });
