@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { isDefiniteRefusal } from '../../src/features/reports/settlement.js';
+import { facilitatorReason, isDefiniteRefusal } from '../../src/features/reports/settlement.js';
 
 describe('isDefiniteRefusal: when may a failed settle say "nothing was charged"?', () => {
   it.each([
@@ -33,5 +33,15 @@ describe('isDefiniteRefusal: when may a failed settle say "nothing was charged"?
     '',
   ])('%j leaves the payment uncertain: pending with a recovery order', (reason) => {
     expect(isDefiniteRefusal(reason)).toBe(false);
+  });
+});
+
+describe('facilitatorReason: what of a facilitator\'s reason is passed on', () => {
+  const PROSE = 'the facilitator gave a reason that is not an x402 code';
+  it('passes x402 codes (snake_case, at most 80 characters) and replaces anything else', () => {
+    expect(facilitatorReason('settlement_pending')).toBe('settlement_pending');
+    expect(facilitatorReason('a'.repeat(80))).toBe('a'.repeat(80));
+    expect(facilitatorReason('a'.repeat(81))).toBe(PROSE);
+    for (const r of ['', 'Settlement_Pending', 'settlement pending', 'see https://x.invalid/?key=abc', 'code\n']) expect(facilitatorReason(r)).toBe(PROSE);
   });
 });
