@@ -163,6 +163,9 @@ describe('approvals', () => {
     expect(run({ data: enc('permit', [SENDER, CONTRACT, 5n, past + 10n, 27, zero, zero]) })).toEqual([]);
     // EIP-2612 accepts block.timestamp <= deadline: a deadline of exactly now has not passed.
     expect(run({ data: enc('permit', [SENDER, CONTRACT, 5n, past + 1n, 27, zero, zero]) })).toEqual([]);
+    // A deadline of 0 is not "no deadline": USDC (FiatTokenV2_2), OpenZeppelin's ERC20Permit and
+    // Permit2's sigDeadline all refuse it as long past.
+    expect(run({ data: enc('permit', [SENDER, CONTRACT, 5n, 0n, 27, zero, zero]) })).toEqual(['warn:permit_expired']);
   });
 
   it('setApprovalForAll: approval_for_all (info), approval_to_eoa for an EOA operator, nothing when revoking', () => {

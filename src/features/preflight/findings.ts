@@ -169,7 +169,7 @@ function actionFindings(x: TokenAction, e: PreflightEvidence, add: Add, kind: (a
     else if (meta?.totalSupply == null && x.token && SUPPLY_CEILING[x.token.toLowerCase()] !== undefined && x.amount > SUPPLY_CEILING[x.token.toLowerCase()]!) {
       add('approval_very_large', 'warn', 'The allowance exceeds any supply this token has had: in effect unlimited.', { ...where, spender: who, amount: x.amount.toString(), supplyCeiling: SUPPLY_CEILING[x.token.toLowerCase()]!.toString() });
     }
-    if (x.deadline !== null && x.deadline > 0n && x.deadline < BigInt(Math.floor(now.getTime() / 1000)) && x.via.startsWith('permit')) {
+    if (x.deadline !== null && x.deadline < BigInt(Math.floor(now.getTime() / 1000)) && x.via.startsWith('permit')) {
       add('permit_expired', 'warn', 'The permit\'s deadline has passed; submitting it will fail.', { ...where, deadline: x.deadline.toString() });
     }
   }
