@@ -7,7 +7,7 @@ import { purgeExpired } from '../../src/features/maintenance.js';
 import { OrderStore } from '../../src/features/orders/store.js';
 import { PAID_REPORTS } from '../../src/platform/prices.js';
 import { expectInvalid, expectProblem } from '../helpers/problems.js';
-import { asInjected, recordingPayingFetch, startPaidStack, type PaidStack } from '../helpers/paid.js';
+import { asInjected, recordingPayingFetch, signPayment, startPaidStack, type PaidStack } from '../helpers/paid.js';
 
 let s: PaidStack;
 beforeAll(async () => {
@@ -170,6 +170,30 @@ describe('restoring through a recovery order', () => {
     expect(restored.status).toBe(200);
     const { report, receipt } = await restored.json();
     for (const res of answers.filter((r) => r.status === 200)) expect(await res.json()).toEqual({ ...report, receipt });
+    await charged(PROOF_PRICE);
+  });
+
+  it('a payment whose copy without the order headers stored first still binds the order it was sent with: the order restores the report', async () => {
+    // A client retried one signed payment, once without Report-Id/Recovery-Key (a proxy that drops
+    // them, a retry path that forgets them) and once with them; the copy without them was stored
+    // first. The order the client keeps must restore what its payment bought, never answer "no
+    // payment has been received" (which would have it pay again).
+    const payer = addressOf(8);
+    const charged = await ledger(payer);
+    const input = proofInput();
+    const order = await createOrder('/api/verify-payment', input);
+    const init = (headers: Record<string, string>) => ({ method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body: JSON.stringify(input) });
+    const sig = await signPayment(s, 8, `${s.url}/api/verify-payment`, init({}));
+    const bare = await fetch(`${s.url}/api/verify-payment`, init({ 'payment-signature': sig }));
+    expect(bare.status, await bare.clone().text()).toBe(200);
+    const { receipt, ...report } = await bare.json();
+    const withOrder = await fetch(`${s.url}/api/verify-payment`, init({ 'payment-signature': sig, 'Report-Id': order.id, 'Recovery-Key': order.key }));
+    expect(withOrder.status, await withOrder.clone().text()).toBe(200);
+    expect(await withOrder.json()).toEqual({ ...report, receipt });
+
+    const restored = await postJson('/api/orders/recover', { id: order.id, key: order.key });
+    expect(restored.status, await restored.clone().text()).toBe(200);
+    expect(await restored.json()).toEqual({ report, receipt });
     await charged(PROOF_PRICE);
   });
 

@@ -115,8 +115,10 @@ export const orderRoutes: FastifyPluginAsyncTypebox<AppDeps & { reports: PaidRep
       }
       if (d.kind === 'pending') {
         reply.header('retry-after', String(d.body.retryAfter));
+        // The order asked about, which a copy of its payment sent without its headers may not
+        // be the report's own (see resumePurchase).
         const { recoveryKey: _unused, ...body } = d.body;
-        return reply.status(202).send(body);
+        return reply.status(202).send({ ...body, orderId: order.id });
       }
       // The payment it waited for can no longer settle (refused, cancelled, expired unused):
       // nothing was charged, and the order is unpaid again (the specification's states of an

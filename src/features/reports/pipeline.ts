@@ -145,7 +145,7 @@ export class PaidReports {
     }
     const payment = await this.identify(def, request, signature);
     const existing = await this.guardStorage(() => this.store.byAuth(payment.authId));
-    if (existing) return this.resumePurchase(request, reply, existing, path, inputDigest, payment.digest);
+    if (existing) return this.resumePurchase(request, reply, existing, path, inputDigest, payment.digest, order, now);
 
     // A copy of this request (a client's retry, or the same request at another instance) may have
     // stored and settled this authorization while this one was at the facilitator, which then
@@ -153,7 +153,7 @@ export class PaidReports {
     // it, never ask for another payment or say that nothing was charged.
     const meanwhile = async () => {
       const row = await this.guardStorage(() => this.store.byAuth(payment.authId));
-      return row && this.resumePurchase(request, reply, row, path, inputDigest, payment.digest);
+      return row && this.resumePurchase(request, reply, row, path, inputDigest, payment.digest, order, now);
     };
     // Every payment sent on costs a facilitator call: a source whose payments keep being refused
     // (made-up or unfunded authorizations) is stopped here, before the facilitator. Each payment
@@ -231,7 +231,7 @@ export class PaidReports {
       delivered_at: null,
     };
     const stored = await this.storeWithOrder(row, order, path, input, inputDigest, now);
-    if (!stored.inserted) return this.resumePurchase(request, reply, await this.mustLoadByAuth(payment.authId), path, inputDigest, payment.digest);
+    if (!stored.inserted) return this.resumePurchase(request, reply, await this.mustLoadByAuth(payment.authId), path, inputDigest, payment.digest, order, now);
     return this.deliver(request, reply, await this.settlement.settleNew(row, stored.recoveryKey));
   }
 
@@ -270,9 +270,31 @@ export class PaidReports {
   }
 
   /** The report an authorization already bought, if this request is the same purchase. */
-  private async resumePurchase(request: FastifyRequest, reply: FastifyReply, row: PaidReportRow, path: string, inputDigest: string, paymentDigest: string): Promise<FastifyReply> {
+  private async resumePurchase(
+    request: FastifyRequest,
+    reply: FastifyReply,
+    row: PaidReportRow,
+    path: string,
+    inputDigest: string,
+    paymentDigest: string,
+    order: OrderRow | undefined,
+    now: Date,
+  ): Promise<FastifyReply> {
     this.checkSamePurchase(row, path, inputDigest, paymentDigest);
-    return this.deliver(request, reply, await this.settlement.resume(row));
+    // A copy of this payment sent without the order's headers (a retry that lost them) stored the
+    // report first, under an order of its own: the order this request names is bound to it too,
+    // else it would answer "no payment has been received" and its holder would pay again. (Not
+    // when the order holds another payment still in force: bind refuses, and one order never
+    // buys two reports.)
+    if (order && order.report_id !== row.id) {
+      await this.guardStorage(() => this.orders.bind(order, row.id, now)).catch((err: unknown) => {
+        // Purged meanwhile: there is nothing left to bind, and the payment's report is still due.
+        if (!(err instanceof AppError && err.code === 'recovery_expired')) throw err;
+      });
+    }
+    const d = await this.settlement.resume(row);
+    // A 202 names the order to restore from: the caller's own, whose key it holds.
+    return this.deliver(request, reply, d.kind === 'pending' && order ? { ...d, body: { ...d.body, orderId: order.id } } : d);
   }
 
   private checkSamePurchase(row: PaidReportRow, path: string, inputDigest: string, paymentDigest: string): void {
