@@ -105,6 +105,10 @@ describe('verifyChain', () => {
     const authorized = clone(build());
     authorized.events[0]!.body.decision = { ...(authorized.events[0]!.body.decision as object), executionAuthorized: true };
     expect(verifyChain(authorized, jwks).problems.join()).toMatch(/does not say executionAuthorized false/);
+    // Saying nothing about it is not saying false.
+    const silent = clone(build());
+    delete (silent.events[0]!.body.decision as Record<string, unknown>).executionAuthorized;
+    expect(verifyChain(silent, jwks).problems.join()).toMatch(/does not say executionAuthorized false/);
   });
 
   it('rejects top-level fields (outside every hash) that contradict the intent or the first event', () => {
@@ -240,6 +244,10 @@ describe('verifyChain', () => {
       ['expectedFrom changed, relinked', (d) => relink(Object.assign(d, { intent: { ...d.intent, expectedFrom: `0x${'3'.repeat(40)}` } })), /event 1 .*link: receipt digest/],
       ['expectedFrom removed, relinked', (d) => relink(Object.assign(d, { intent: { ...d.intent, expectedFrom: undefined } })), /event 1 .*link: receipt digest/],
       ['the head removed', (d) => delete (d as { head?: unknown }).head, /no signed head/],
+      // The intent's digest recomputed, the events left as signed: only the first prevHash still names the old intent.
+      ['expectedFrom changed with its intentDigest, events untouched', (d) => Object.assign(d, { intent: { ...d.intent, expectedFrom: `0x${'3'.repeat(40)}` }, intentDigest: intentDigestOf({ ...d.intent, expectedFrom: `0x${'3'.repeat(40)}` }) }), /event 1: prevHash does not link to the intent digest/],
+      // A receipt's kind is not signed (the signature covers the digest alone): it is checked as written.
+      ["the head receipt's kind edited", (d) => (d.head.receipt.kind = LINK_RECEIPT_KIND), /head: receipt kind evidence-event, expected evidence-head/],
       [
         'the last event replaced by an unsigned copy of an earlier one, relinked under the same head',
         (d) => {
