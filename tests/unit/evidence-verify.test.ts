@@ -260,6 +260,8 @@ describe('verifyChain', () => {
         },
         /head: headHash is not the last event's hash/,
       ],
+      // The head says when the chain had that length: its time is signed, though the receipt's own issuedAt is not.
+      ['the head read later (both issuedAt edited)', (d) => (d.head.issuedAt = d.head.receipt.issuedAt = '2026-02-01T00:00:00.000Z'), /head: receipt digest does not match/],
       ['the head of another read of a longer chain', (d) => (d.head = headOf([...d.events, d.events[3]!])), /head: the chain had 5/],
     ];
     for (const [name, attack, problem] of attacks) {
@@ -325,6 +327,12 @@ describe('verifyChain', () => {
       const stripped = relink(Object.assign(clone(d), { events: [d.events[0], d.events[2], d.events[1], d.events[3]] }));
       for (const e of stripped.events) delete e.linkReceipt;
       expect(verifyChain(stripped, jwks).ok).toBe(false);
+      // Nor edited in place (a time moved, still in order) with the head's headHash recomputed: the head signs it.
+      const retimed = clone(d);
+      retimed.events[1]!.createdAt = new Date(NOW.getTime() + 1500).toISOString();
+      relink(retimed);
+      for (const e of retimed.events) delete e.linkReceipt;
+      expect(verifyChain(retimed, jwks).problems).toEqual([expect.stringMatching(/^head: receipt digest does not match/), expect.stringMatching(/^event\(s\) 1, 2, 3, 4: no link receipt/)]);
     });
   });
 });
