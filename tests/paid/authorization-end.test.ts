@@ -84,9 +84,16 @@ describe('an authorization that can never be used', () => {
       expect((await recover()).status).toBe(202);
       expect(await rowOf(signature)).toMatchObject({ status: 'pending' });
 
-      await devnetRpc(s.devnet, 'evm_increaseTime', [7200]);
+      // A block a minute past validBefore may still be replaced by one before it, where the
+      // authorization could land: still pending. One second more, and it can never be used.
+      const { validBefore } = (decodePaymentSignatureHeader(signature).payload as { authorization: { validBefore: string } }).authorization;
+      await devnetRpc(s.devnet, 'evm_setNextBlockTimestamp', [Number(validBefore) + 60]);
       await devnetRpc(s.devnet, 'evm_mine', []);
-      expectUnpaidAgain(await recover(), /expired without being used\).*nothing was charged: pay again/);
+      expect((await recover()).status).toBe(202);
+      expect(await rowOf(signature)).toMatchObject({ status: 'pending' });
+      await devnetRpc(s.devnet, 'evm_setNextBlockTimestamp', [Number(validBefore) + 61]);
+      await devnetRpc(s.devnet, 'evm_mine', []);
+      await expectUnpaidAgain(await recover(), /expired without being used\).*nothing was charged: pay again/);
       expect(await rowOf(signature)).toMatchObject({ status: 'failed' });
       // Held all along, the settle now reaches the facilitator: USDC refuses the expired authorization.
       await h.held[0]!().catch(() => undefined);
