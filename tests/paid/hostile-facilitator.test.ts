@@ -44,7 +44,12 @@ it('MIN_CONFIRMATIONS=5: a settled report waits (202) at 1 confirmation and is r
   expect(res.status).toBe(202);
   const pending = await res.json();
   expect(pending).toMatchObject({ status: 'pending', reason: expect.stringContaining('1 confirmation') });
-  await devnetRpc(s.devnet, 'anvil_mine', ['0x4']);
+  // 4 deep is one short: still pending, nothing released.
+  await devnetRpc(s.devnet, 'anvil_mine', ['0x3']);
+  const early = await recoverOrder(s, pending);
+  expect(early.status).toBe(202);
+  expect(early.body).toMatchObject({ status: 'pending', reason: expect.stringContaining('4 confirmation') });
+  await devnetRpc(s.devnet, 'anvil_mine', ['0x1']);
   const restored = await recoverOrder(s, pending);
   expect(restored.status).toBe(200);
   expect(restored.body).toMatchObject({ receipt: { subject: { settlementTransaction: row!.settle_tx } } });
