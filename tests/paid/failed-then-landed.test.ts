@@ -6,7 +6,7 @@
 import { afterAll, beforeAll, expect, it, vi } from 'vitest';
 import { SettlementService } from '../../src/features/reports/settlement.js';
 import { expectProblem } from '../helpers/problems.js';
-import { asInjected, paidRowOf, postJson, recordingPayingFetch, startHttpProxy, startPaidStack, type PaidStack } from '../helpers/paid.js';
+import { asInjected, paidRowOf, postJson, recordingPayingFetch, recoverOrder, startHttpProxy, startPaidStack, type PaidStack } from '../helpers/paid.js';
 import { startRpcProxy } from '../helpers/rpc-proxy.js';
 
 let s: PaidStack;
@@ -78,7 +78,7 @@ it('a refused payment that lands later: paying the order again delivers its repo
   expect(await s.balanceOf(payer)).toBe(before - 1000n);
 
   // The client pays the order again: it gets the report the first payment bought, charged once.
-  const second = recordingPayingFetch(h, 7);
+  const second = recordingPayingFetch(h, 6);
   const res = await second.fetch(`${h.url}/api/quick-check`, { headers: order });
   expect(res.status).toBe(200);
   const body = await res.json();
@@ -107,4 +107,33 @@ it('an earlier payment recorded as landed while the new one was under way: the n
     spy.mockRestore();
   }
   expect(await s.balanceOf(payer)).toBe(before);
+});
+
+it('a refusal "before sending" while the chain cannot be read is pending, never "nothing was charged": the payment may have landed', async () => {
+  const payer = s.devnet.accounts[6]!.address;
+  const before = await s.balanceOf(payer);
+  let land!: () => Promise<unknown>;
+  proxy.setRule(async (req, forward) => {
+    if (req.url !== '/settle') return forward();
+    land = forward;
+    rpc.setRule(async () => ({ status: 503, body: 'down' }));
+    return { status: 200, body: JSON.stringify({ success: false, errorReason: 'invalid_exact_evm_transaction_simulation_failed', transaction: '', network: 'eip155:8453' }) };
+  });
+  const { fetch: pay, signatures } = recordingPayingFetch(h, 6);
+  let res: Response;
+  try {
+    res = await pay(`${h.url}/api/quick-check`);
+  } finally {
+    proxy.setRule(null);
+    rpc.setRule(null);
+  }
+  expect(res.status).toBe(202);
+  const pending = await res.json();
+  expect(pending).toMatchObject({ status: 'pending', reason: expect.stringMatching(/chain could not be checked/) });
+  expect((await paidRowOf(s, signatures[0]!))?.status).toBe('pending');
+  // It had landed after all: the order restores the report, charged once.
+  await land();
+  const restored = await recoverOrder(h, pending);
+  expect(restored.status).toBe(200);
+  expect(await s.balanceOf(payer)).toBe(before - 1000n);
 });
