@@ -89,6 +89,20 @@ it('a refused payment that lands later: paying the order again delivers its repo
   expect((await paidRowOf(s, signature))?.status).toBe('settled');
 });
 
+it('a refused payment that lands later: the same PAYMENT-SIGNATURE sent again delivers its report, never "nothing was charged"', async () => {
+  const payer = s.devnet.accounts[3]!.address;
+  const before = await s.balanceOf(payer);
+  const { signature, land } = await refusedOrder(3);
+  await land(); // the refused authorization lands on chain after all
+  expect(await s.balanceOf(payer)).toBe(before - 1000n);
+  // The stored row says failed; the chain, read first, says paid: the report is delivered.
+  const res = await fetch(`${h.url}/api/quick-check`, { headers: { 'payment-signature': signature } });
+  expect(res.status, await res.clone().text()).toBe(200);
+  expect((await res.json()).receipt.subject.payer.toLowerCase()).toBe(payer.toLowerCase());
+  expect(await s.balanceOf(payer)).toBe(before - 1000n);
+  expect((await paidRowOf(s, signature))?.status).toBe('settled');
+});
+
 it('an earlier payment recorded as landed while the new one was under way: the new one is not bound nor settled (409, not charged)', async () => {
   const payer = s.devnet.accounts[9]!.address;
   const { order, signature } = await refusedOrder(9);
