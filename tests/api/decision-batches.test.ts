@@ -106,6 +106,27 @@ describe('decisions decided together in one batch', () => {
     expect((await settle([p.decide('r11', '1', ADDR.alice, NEXT_DAY)])).map(verdict)).toEqual(['BLOCK repeat_limit_reached']);
   });
 
+  it('read the repeat count of each amount, and the budget of each day, even where they share a read', async () => {
+    // Stored by earlier batches: alice's 2 USDC has used both repeats today, and tomorrow's
+    // budget is spent already (a request of tomorrow came first).
+    const p = await policy({ dailyBudget: '10', maxRepeats: 2 });
+    expect((await settle([p.decide('e1', '2'), p.decide('e2', '2')])).map(verdict)).toEqual(['APPROVE', 'APPROVE']);
+    expect((await settle([p.decide('e3', '10', ADDR.bob, NEXT_DAY)])).map(verdict)).toEqual(['APPROVE']);
+    commits.mockClear();
+    const outcomes = await settle([
+      // 1 USDC to alice, never sent before; then 2 USDC to alice, which has no repeat left.
+      p.decide('b1', '1'),
+      p.decide('b2', '2'),
+      // 0.5 to bob today (nothing of bob's today), then the same tomorrow, whose budget is spent.
+      p.decide('b3', '0.5', ADDR.bob),
+      p.decide('b4', '0.5', ADDR.bob, NEXT_DAY),
+    ]);
+    expect(commits).toHaveBeenCalledTimes(1);
+    expect(outcomes.map(verdict)).toEqual(['APPROVE', 'BLOCK repeat_limit_reached', 'APPROVE', 'BLOCK exceeds_daily_budget']);
+    expect(await spent(p.id, '2026-01-15')).toBe(5_500_000n);
+    expect(await spent(p.id, '2026-01-16')).toBe(10_000_000n);
+  });
+
   const batchSizes = () => commits.mock.calls.map(([batch]) => batch.length);
 
   // SQLite decides a whole batch without leaving the event loop, so a batch waits a few turns
