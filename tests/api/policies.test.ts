@@ -418,6 +418,36 @@ describe('protected policies', () => {
       expect(json(await getPolicy(t, p.policyId, admin))).toMatchObject({ agentStatus: 'inactive', revision: 3 });
       expectProblem(await decideRaw(t, p, { amount: '1' }), 403, 'inactive');
     });
+
+    it('two PUTs with the same If-Match at once: one is 200, the other 412 and overwrites nothing', async () => {
+      // Both read revision 1 (and pass the If-Match check against it) before either writes: only
+      // the write's own revision check can refuse the second.
+      const p = await createPolicy(t);
+      const admin = { ...bearer(p.adminKey), 'if-match': '"1"' };
+      const real = PolicyStore.prototype.replace;
+      let arrived = 0;
+      let bothRead!: () => void;
+      const ready = new Promise<void>((resolve) => (bothRead = resolve));
+      const spy = vi.spyOn(PolicyStore.prototype, 'replace').mockImplementation(async function (this: PolicyStore, row, change, expected, now) {
+        if (++arrived === 2) bothRead();
+        await ready;
+        return real.call(this, row, change, expected, now);
+      });
+      let answers;
+      try {
+        answers = await Promise.all([
+          putPolicy(t, p.policyId, { policy: rules({ dailyBudget: '10' }) }, admin),
+          putPolicy(t, p.policyId, { policy: rules({ dailyBudget: '500' }), agentStatus: 'inactive' }, admin),
+        ]);
+      } finally {
+        spy.mockRestore();
+      }
+      expect(answers.map((r) => r.statusCode).sort()).toEqual([200, 412]);
+      expectProblem(answers.find((r) => r.statusCode === 412)!, 412, 'precondition_failed');
+      const winner = json(answers.find((r) => r.statusCode === 200)!);
+      expect(winner.revision).toBe(2);
+      expect(json(await getPolicy(t, p.policyId, bearer(p.adminKey)))).toEqual(winner);
+    });
   });
 
   describe('POST /api/spendpolicy/policies/{policyId}/agent-key', () => {
