@@ -236,6 +236,58 @@ describe('a change read before a purge and written after it', () => {
   });
 });
 
+describe('a change read just before the access ends and written at its end', () => {
+  const t = suiteFixture(() => createTestApp());
+
+  /**
+   * No purge: the request reads the policy a millisecond before its access ends and writes at
+   * exactly accessExpiresAt. The write's own access check must refuse it, and the refusal is
+   * 410 (not a 412, 409 or 500 as if another write had got there first).
+   */
+  it.each([
+    ['PUT', (c: Created) => putPolicy(t, c.policyId, { policy: rules({ dailyBudget: '500' }), name: 'revived' }, { ...bearer(c.adminKey), 'if-match': '"1"' })],
+    ['agent-key rotation', (c: Created) => rotateAgentKey(t, c.policyId, c.adminKey)],
+    ['admin-key rotation', (c: Created) => rotateAdminKey(t, c.policyId, c.adminKey)],
+  ] as const)('%s written at exactly accessExpiresAt answers 410 and writes nothing', async (_name, call) => {
+    t.clock.set(START);
+    const c = await createPolicy(t);
+    const expiry = Date.parse(c.accessExpiresAt as string);
+    t.clock.set(new Date(expiry - 1));
+    // The read's access check is the first look at the clock after the policy is read; the
+    // access ends right after it.
+    let armed = false;
+    const realGet = PolicyStore.prototype.get;
+    const getSpy = vi.spyOn(PolicyStore.prototype, 'get').mockImplementation(async function (this: PolicyStore, id: string) {
+      const row = await realGet.call(this, id);
+      armed = true;
+      return row;
+    });
+    const realNow = t.clock.now.bind(t.clock);
+    const nowSpy = vi.spyOn(t.clock, 'now').mockImplementation(() => {
+      const now = realNow();
+      if (armed) {
+        armed = false;
+        t.clock.set(new Date(expiry));
+      }
+      return now;
+    });
+    let res: Res;
+    try {
+      res = await call(c);
+    } finally {
+      getSpy.mockRestore();
+      nowSpy.mockRestore();
+    }
+    expectProblem(res, 410, 'expired');
+    const row = await t.database.db.selectFrom('policies').selectAll().where('id', '=', c.policyId).executeTakeFirstOrThrow();
+    expect(Number(row.revision)).toBe(1);
+    expect(row.name).not.toBe('revived');
+    expect(row.agent_key_hash).toBe(createHash('sha256').update(c.agentKey).digest('hex'));
+    expect(row.admin_key_hash).toBe(createHash('sha256').update(c.adminKey).digest('hex'));
+    expect(row.purged_at).toBeNull();
+  });
+});
+
 describe('purging a policy with a long history', () => {
   let t: TestApp;
   beforeAll(async () => {
