@@ -214,6 +214,33 @@ describe('decisions decided together in one batch', () => {
     expect(await spent(q.id, '2026-01-15')).toBe(1_000_000n);
   });
 
+  it('fail every request of the batch, and store none of it, when a job fails with anything but a 4xx', async () => {
+    const p = await policy();
+    const broken = new Error('disk on fire');
+    // queued in one tick: a decision, a job that writes and then fails, another decision
+    const first = p.decide('x1', '1');
+    const failing = fixture.service.writes.run([p.id], async (tx) => {
+      await tx.updateTable('policies').set({ name: 'half-written' }).where('id', '=', p.id).execute();
+      throw broken;
+    });
+    const last = p.decide('x2', '1');
+    const hung = new Promise<'hung'>((resolve) => setTimeout(() => resolve('hung'), 5_000).unref());
+    const outcomes = await Promise.all(
+      [first, failing, last].map((job) =>
+        Promise.race([job.then(() => 'resolved', (err: unknown) => (err === broken ? 'rejected' : `rejected with ${String(err)}`)), hung]),
+      ),
+    );
+    expect(commits).toHaveBeenCalledTimes(1);
+    expect(outcomes).toEqual(['rejected', 'rejected', 'rejected']);
+    // Rolled back as a whole: neither decision, nor the failed job's write, nor any spend.
+    expect(await fixture.database.db.selectFrom('decisions').select('id').where('policy_id', '=', p.id).execute()).toEqual([]);
+    expect(await spent(p.id, '2026-01-15')).toBe(0n);
+    const row = await fixture.database.db.selectFrom('policies').select('name').where('id', '=', p.id).executeTakeFirstOrThrow();
+    expect(row.name).toBe('batch');
+    // The next batch works as usual.
+    expect((await settle([p.decide('x1', '1')])).map(verdict)).toEqual(['APPROVE']);
+  });
+
   it('write the decisions before a job queued after them reads the totals (approvals, evidence chains)', async () => {
     const p = await policy();
     const seen: bigint[] = [];
