@@ -351,6 +351,10 @@ describe('protected policies', () => {
       expect(json(weak).revision).toBe(5);
       const bare = await putPolicy(t, p.policyId, { policy: rules() }, { ...admin, 'if-match': '5' });
       expect(json(bare).revision).toBe(6);
+      // `*` names any revision (RFC 9110 §13.1.1): it replaces whatever is current.
+      const any = await putPolicy(t, p.policyId, { policy: rules() }, { ...admin, 'if-match': ' * ' });
+      expect(any.statusCode, any.body).toBe(200);
+      expect(json(any).revision).toBe(7);
     });
 
     it('PUT sets status and agentStatus inactive: decisions are then 403, and active again works', async () => {
