@@ -39,12 +39,12 @@ describe.skipIf(testDialect !== 'postgres')('PostgreSQL decisions without locks,
     await a?.drop();
   });
 
-  async function policy(dailyBudget = '1') {
+  async function policy(dailyBudget = '1', maxRepeats = 100) {
     const { row, agentKey } = await store.create(
       {
         name: 'lock-free',
         agentId: 'agent-1',
-        policy: { maxPerTransaction: '10', dailyBudget, requireHumanAbove: '10', maxRepeats: 100, allowedRecipients: [ADDR.alice], blockUnknownRecipients: true },
+        policy: { maxPerTransaction: '10', dailyBudget, requireHumanAbove: '10', maxRepeats, allowedRecipients: [ADDR.alice], blockUnknownRecipients: true },
       },
       NOW,
     );
@@ -87,6 +87,21 @@ describe.skipIf(testDialect !== 'postgres')('PostgreSQL decisions without locks,
     expect(verdict(fromB!)).toBe('APPROVE');
     // A read a budget of 1 left and would have approved; under the locks it finds none left.
     expect(verdict(fromA)).toBe('BLOCK exceeds_daily_budget');
+    expect(serviceA.writes.lockFree.retried).toBe(retriedBefore + 1);
+    expect(await spent(p.id)).toBe('1000000');
+  });
+
+  it('decides again when another instance used the last repeat in between, even one that spent nothing', async () => {
+    // A 0 USDC APPROVE leaves the day's spend as it was (stored already, by an earlier 1 USDC):
+    // only the repeat count shows it.
+    const p = await policy('5', 1);
+    expect(verdict(await p.decide(serviceA, 'seed', '1'))).toBe('APPROVE');
+    let fromB: DecisionOutcome | undefined;
+    beforeAStores(async () => (fromB = await p.decide(serviceB, 'zero-b', '0')));
+    const retriedBefore = serviceA.writes.lockFree.retried;
+    const fromA = await p.decide(serviceA, 'zero-a', '0');
+    expect(verdict(fromB!)).toBe('APPROVE');
+    expect(verdict(fromA)).toBe('BLOCK repeat_limit_reached');
     expect(serviceA.writes.lockFree.retried).toBe(retriedBefore + 1);
     expect(await spent(p.id)).toBe('1000000');
   });
