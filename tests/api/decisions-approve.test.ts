@@ -178,6 +178,26 @@ describe('POST /api/spendpolicy/decisions/{decisionId}/approve', () => {
     expect((await approve(t, early.decision.decisionId, p.adminKey)).statusCode).toBe(200);
   });
 
+  it('at exactly expiresAt the request has expired: approve is 410, the read and the lists agree', async () => {
+    const p = await createPolicy(t, budget50);
+    const pending = await decide(t, p, { amount: '30' });
+    const id = pending.decision.decisionId;
+    const idsOf = async (status: string) => json(await listDecisions(t, p.policyId, p.adminKey, `status=${status}`)).items.map((d: any) => d.decisionId);
+    // A millisecond before, it is open everywhere.
+    t.clock.set(new Date(Date.parse(pending.decision.approval.expiresAt) - 1).toISOString());
+    expect(await idsOf('PENDING')).toEqual([id]);
+    expect(await idsOf('EXPIRED')).toEqual([]);
+    t.clock.set(pending.decision.approval.expiresAt);
+    expect(await idsOf('PENDING')).toEqual([]);
+    expect(await idsOf('EXPIRED')).toEqual([id]);
+    expect(json(await readDecision(t, id, bearer(p.adminKey))).decision.approval.status).toBe('EXPIRED');
+    expectProblem(await approve(t, id, p.adminKey), 410, 'approval_expired');
+    // Nothing was spent: the whole budget is still there.
+    expect((await decide(t, p, { amount: '20' })).decision.decision).toBe('APPROVE');
+    expect((await decide(t, p, { amount: '20' })).decision.decision).toBe('APPROVE');
+    expect((await decide(t, p, { amount: '10' })).decision.decision).toBe('APPROVE');
+  });
+
   it('approving an APPROVE or a BLOCK decision is 409', async () => {
     const p = await createPolicy(t, budget50);
     const approved = await decide(t, p, { amount: '5' });
