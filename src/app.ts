@@ -43,21 +43,6 @@ export interface AppDeps {
 
 export type App = FastifyInstance;
 
-
-/**
- * pino's arguments with every string redacted. pino takes an error's message as the line's
- * message when none is given (`log.error(err)`, `log.warn({ err })`, as Fastify itself logs), and
- * it does so after this hook: that message is given here, redacted.
- */
-function redactedLogArgs(args: unknown[]): unknown[] {
-  const [first, second] = args;
-  if (typeof second !== 'string' && first !== null && typeof first === 'object') {
-    const err = first instanceof Error ? first : (first as { err?: unknown; msg?: unknown }).msg === undefined ? (first as { err?: unknown }).err : undefined;
-    if (err instanceof Error) return [first, scrubbedText(err.message), ...args.slice(1)];
-  }
-  return args.map((a) => (typeof a === 'string' ? redactKeys(a) : a));
-}
-
 type SerializedError = ReturnType<typeof pino.stdSerializers.err>;
 
 /** PostgreSQL's detail of a refused row (not-null, check constraint): every value of the row. */
@@ -70,14 +55,75 @@ const FAILING_ROW = /^Failing row contains/;
 const ABSOLUTE_URL = /\b((?:https?|wss?|rediss?|postgres(?:ql)?):\/\/)(?:[^\s/?#"'<>@]*@)?([^\s/?#"'<>]*)([^\s"'<>]*)/gi;
 
 /**
- * Text from an error as a log line may show it: keys redacted (redactKeys), and each absolute URL
- * cut to its scheme and host. An RPC provider's URL holds its API key in the path (32 characters
- * at Alchemy and Infura: too short for redactKeys), and viem writes the URL of a failed request
- * into its message, its `metaMessages` and its `url`. The chain reads' own failures are reported
- * without it (see upstream in chain.ts); this is for one that gets past them, to a 500 or a crash.
+ * What may be a credential in the configured URLs, with the name it is logged under instead: path
+ * segments and query values of 16 characters or more (an RPC provider's API key, 32 characters at
+ * Alchemy and Infura; `v2`, `rpc` or `mainnet` are no secret) and login parts of 8 or more. An
+ * upstream may quote them without the URL around them (an Express-style 404 says "Cannot POST
+ * /v2/<key>", a provider names the key it refused, a driver the password it sent), too short for
+ * redactKeys.
  */
-function scrubbedText(text: string): string {
-  return redactKeys(text).replace(ABSOLUTE_URL, (_url, scheme: string, host: string, rest: string) => `${scheme}${host}${rest && rest !== '/' ? '/…' : rest}`);
+function configSecrets(config: Config): Array<[secret: string, label: string]> {
+  const urls: Array<[string | undefined, string]> = [
+    ...config.rpcUrls.map((u): [string, string] => [u, '<rpc-key>']),
+    [config.facilitatorUrl, '<facilitator-key>'],
+    [config.marketDexscreenerUrl, '<market-key>'],
+    [config.marketGeckoterminalUrl, '<market-key>'],
+    [config.redisUrl, '<redis-credential>'],
+    [config.databaseUrl, '<database-credential>'],
+  ];
+  const found = new Map<string, string>();
+  for (const [url, label] of urls) {
+    let u: URL;
+    try {
+      u = new URL(url ?? '');
+    } catch {
+      continue;
+    }
+    const long = [...u.pathname.split('/'), ...u.searchParams.values()].filter((p) => p.length >= 16);
+    const login = [u.username, u.password].filter((p) => p.length >= 8);
+    for (const part of [...long, ...login]) {
+      found.set(part, label);
+      try {
+        found.set(decodeURIComponent(part), label);
+      } catch {
+        /* not percent-encoded text */
+      }
+    }
+  }
+  return [...found];
+}
+
+/**
+ * Text as a log line may show it. `message`: keys redacted (redactKeys) and the configuration's
+ * credentials left out (configSecrets). `error`, for what errors say: each absolute URL also cut to
+ * its scheme and host (viem writes the URL of a failed request into its message, its
+ * `metaMessages` and its `url`).
+ */
+function textScrubbers(config: Config): { message(text: string): string; error(text: string): string } {
+  const secrets = configSecrets(config);
+  const message = (text: string) => {
+    let out = redactKeys(text);
+    for (const [secret, label] of secrets) out = out.split(secret).join(label);
+    return out;
+  };
+  return {
+    message,
+    error: (text) => message(text).replace(ABSOLUTE_URL, (_url, scheme: string, host: string, rest: string) => `${scheme}${host}${rest && rest !== '/' ? '/…' : rest}`),
+  };
+}
+
+/**
+ * pino's arguments with every string scrubbed. pino takes an error's message as the line's
+ * message when none is given (`log.error(err)`, `log.warn({ err })`, as Fastify itself logs), and
+ * it does so after this hook: that message is given here, scrubbed.
+ */
+function scrubbedLogArgs(args: unknown[], scrub: ReturnType<typeof textScrubbers>): unknown[] {
+  const [first, second] = args;
+  if (typeof second !== 'string' && first !== null && typeof first === 'object') {
+    const err = first instanceof Error ? first : (first as { err?: unknown; msg?: unknown }).msg === undefined ? (first as { err?: unknown }).err : undefined;
+    if (err instanceof Error) return [first, scrub.error(err.message), ...args.slice(1)];
+  }
+  return args.map((a) => (typeof a === 'string' ? scrub.message(a) : a));
 }
 
 /**
@@ -86,10 +132,10 @@ function scrubbedText(text: string): string {
  * with its arguments (those of the AUTH it sends on connecting are REDIS_URL's password, logged
  * whenever Redis refused it), PostgreSQL the whole row a constraint refused ("Failing row
  * contains (…)": key hashes, a paid report's signed payment authorization), viem the request's
- * URL. Every string in it is scrubbed (scrubbedText), a few levels deep: the message and stack,
+ * URL. Every string in it is scrubbed (textScrubbers' `error`), a few levels deep: the message and stack,
  * members, and errors nested in members (pino serializes those too, `aggregateErrors` included).
  */
-function scrubbedError(e: Record<string, unknown>): Record<string, unknown> {
+function scrubbedError(e: Record<string, unknown>, scrubbedText: (text: string) => string): Record<string, unknown> {
   const scrub = (v: unknown, depth: number): unknown => {
     if (typeof v === 'string') return scrubbedText(v);
     if (v === null || typeof v !== 'object' || depth > 4) return v;
@@ -112,6 +158,7 @@ function scrubbedError(e: Record<string, unknown>): Record<string, unknown> {
 
 /** pino options: the configured level, and credentials never written to a log line. */
 export function loggerOptions(config: Config, destination?: NodeJS.WritableStream) {
+  const scrub = textScrubbers(config);
   return {
     level: config.logLevel,
     redact: ['req.headers.authorization', 'req.headers["payment-signature"]', 'req.headers["recovery-key"]'],
@@ -129,14 +176,14 @@ export function loggerOptions(config: Config, destination?: NodeJS.WritableStrea
       // logged as `err` (a string, a plain object thrown) is passed as pino would.
       err: (err: Error): SerializedError => {
         const out = pino.stdSerializers.err(err) as unknown;
-        if (out === null || typeof out !== 'object') return (typeof out === 'string' ? redactKeys(out) : out) as SerializedError;
-        return scrubbedError(out as Record<string, unknown>) as SerializedError;
+        if (out === null || typeof out !== 'object') return (typeof out === 'string' ? scrub.error(out) : out) as SerializedError;
+        return scrubbedError(out as Record<string, unknown>, scrub.error) as SerializedError;
       },
     },
     // Every message is redacted too: messages quote what a caller sent (a member name, a path).
     hooks: {
       logMethod(this: unknown, args: unknown[], method: (...a: unknown[]) => void) {
-        method.apply(this, redactedLogArgs(args));
+        method.apply(this, scrubbedLogArgs(args, scrub));
       },
     },
     ...(destination ? { stream: destination } : {}),

@@ -31,7 +31,6 @@ export function createChainClient(config: Pick<Config, 'rpcUrls' | 'rpcTimeoutMs
   if (config.rpcUrls.length === 0) throw new Error('createChainClient: at least one RPC URL is required');
   // anyChain: no URL is asked for its chain first (the quick check, whose report is that chain id).
   const transports = config.rpcUrls.map((url) => {
-    rememberUrlSecrets(url);
     const transport = http(url, { timeout: config.rpcTimeoutMs, retryCount: 1, fetchFn: readRpcAnswer });
     return opts.anyChain ? transport : servingBase(transport);
   });
@@ -100,41 +99,7 @@ export const UPSTREAM_DETAIL = 'The Base network could not be read; nothing was 
 // viem puts the request URL (path and query included) into its messages; keys live there.
 const URL_RE = /\bhttps?:\/\/[^\s"'<>]+/gi;
 
-/**
- * The parts of the configured RPC URLs that may be an API key: path segments and query values of
- * 16 characters or more (an Alchemy or Infura key is 32; `v2`, `rpc` or `mainnet` are no secret),
- * and a basic-auth user name and password of 8 or more. A node or the gateway in front of it may
- * quote them without the URL around them (an Express-style 404 says "Cannot POST /v2/<key>", a
- * provider's error may name the key it refused), and viem passes that text on as the details.
- */
-const rpcUrlSecrets = new Set<string>();
-function rememberUrlSecrets(url: string): void {
-  const decoded = (p: string) => {
-    try {
-      return decodeURIComponent(p);
-    } catch {
-      return p;
-    }
-  };
-  try {
-    const u = new URL(url);
-    const long = [...u.pathname.split('/'), ...u.searchParams.values()].filter((p) => p.length >= 16);
-    const auth = [u.username, u.password].filter((p) => p.length >= 8);
-    for (const part of [...long, ...auth]) {
-      rpcUrlSecrets.add(part);
-      rpcUrlSecrets.add(decoded(part));
-    }
-  } catch {
-    // Not a URL: config.ts refuses it before any client is made.
-  }
-}
-
-/** Text about an RPC failure with its URLs, and whatever of them may be a key, left out (see rpcUrlSecrets). */
-function redactUrls(text: string): string {
-  let out = text.replace(URL_RE, '<rpc-url>');
-  for (const secret of rpcUrlSecrets) out = out.split(secret).join('<rpc-key>');
-  return out;
-}
+const redactUrls = (s: string) => s.replace(URL_RE, '<rpc-url>');
 
 /**
  * Runs chain reads and turns a failure into a 502 AppError: a viem failure (transport error,

@@ -9,7 +9,7 @@ import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loggerOptions } from '../../src/app.js';
 import { redactKeys } from '../../src/platform/errors.js';
-import { testConfig } from '../../src/config.js';
+import { testConfig, type Config } from '../../src/config.js';
 import { createChainClient, upstream } from '../../src/platform/chain.js';
 import { connectRedis, warnWhileRedisFails } from '../../src/platform/deps.js';
 import { createRateLimiter } from '../../src/platform/rate-limit.js';
@@ -101,15 +101,15 @@ describe('log lines never hold a key', () => {
 describe('what the log does with unusual errors and keys in unusual places', () => {
   const KEY = `sgp_admin_${'A1b2C3d4E5'.repeat(4)}xyz`;
   /** The service's logger options at `level`, and the lines they write. */
-  function capturedLog(level: string) {
+  function capturedLog(level: string, config: Partial<Config> = {}) {
     const lines: string[] = [];
     const stream = new PassThrough();
     stream.on('data', (c: Buffer) => lines.push(...c.toString('utf8').split('\n').filter(Boolean)));
-    return { lines, stream, logger: loggerOptions(testConfig({ logLevel: level }), stream) };
+    return { lines, stream, logger: loggerOptions(testConfig({ ...config, logLevel: level }), stream) };
   }
   /** A pino logger with the service's options, and the lines it writes. */
-  function serviceLogger() {
-    const { lines, stream, logger } = capturedLog('trace');
+  function serviceLogger(config: Partial<Config> = {}) {
+    const { lines, stream, logger } = capturedLog('trace', config);
     const { stream: _unused, ...opts } = logger;
     return { lines, log: pino(opts, stream) };
   }
@@ -260,9 +260,10 @@ describe('what the log does with unusual errors and keys in unusual places', () 
     });
     node.listen(0, '127.0.0.1');
     await once(node, 'listening');
-    const { lines, log } = serviceLogger();
+    const rpcUrls = [`http://127.0.0.1:${(node.address() as AddressInfo).port}/v2/${apiKey}`];
+    const { lines, log } = serviceLogger({ rpcUrls });
     try {
-      const chain = createChainClient({ rpcUrls: [`http://127.0.0.1:${(node.address() as AddressInfo).port}/v2/${apiKey}`], rpcTimeoutMs: 2000 }, { anyChain: true });
+      const chain = createChainClient({ rpcUrls, rpcTimeoutMs: 2000 }, { anyChain: true });
       for (let i = 0; i < 2; i++) {
         const err = await upstream(() => chain.getBlockNumber({ cacheTime: 0 })).catch((e: unknown) => e);
         expect(err).toMatchObject({ code: 'upstream_unavailable' });
