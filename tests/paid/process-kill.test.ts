@@ -89,14 +89,20 @@ describe.skipIf(testDialect !== 'sqlite')('two processes on one SQLite file', ()
     };
   }
 
-  it('killed after the chain took the payment: the same signature at the other process delivers the report, no second settle', async () => {
+  /** A quick check paid by `payer` at a child killed at its settle (after the chain took it, or before it was sent). */
+  async function killedMidPayment(payer: number, afterChain: boolean) {
     const c = await startChild();
-    const sig = await signPayment(s, 1, `${c.url}/api/quick-check`);
-    const charged = await ledger(1);
-    proxy.setRule(killAtSettle(c, true));
+    const sig = await signPayment(s, payer, `${c.url}/api/quick-check`);
+    const charged = await ledger(payer);
+    proxy.setRule(killAtSettle(c, afterChain));
     await expect(fetch(`${c.url}/api/quick-check`, { headers: { 'payment-signature': sig } })).rejects.toThrow();
     await c.exited;
     expect(c.process.signalCode).toBe('SIGKILL');
+    return { sig, charged };
+  }
+
+  it('killed after the chain took the payment: the same signature at the other process delivers the report, no second settle', async () => {
+    const { sig, charged } = await killedMidPayment(1, true);
     await charged(QUICK_PRICE, 1);
     expect((await paidRowOf(s, sig))?.status).toBe('stored'); // the child never recorded the settlement
 
@@ -109,13 +115,7 @@ describe.skipIf(testDialect !== 'sqlite')('two processes on one SQLite file', ()
   });
 
   it('killed after storing the report, before its settle was sent: pending while the lease lasts, then settled once and delivered', async () => {
-    const c = await startChild();
-    const sig = await signPayment(s, 2, `${c.url}/api/quick-check`);
-    const charged = await ledger(2);
-    proxy.setRule(killAtSettle(c, false));
-    await expect(fetch(`${c.url}/api/quick-check`, { headers: { 'payment-signature': sig } })).rejects.toThrow();
-    await c.exited;
-    expect(c.process.signalCode).toBe('SIGKILL');
+    const { sig, charged } = await killedMidPayment(2, false);
     await charged(0n, 0);
     expect((await paidRowOf(s, sig))?.status).toBe('stored'); // durable before the settle was asked for
 

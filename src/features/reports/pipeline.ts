@@ -155,6 +155,12 @@ export class PaidReports {
       const row = await this.guardStorage(() => this.store.byAuth(payment.authId));
       return row && this.resumePurchase(request, reply, row, path, inputDigest, payment.digest, order, now);
     };
+    /** This request failed after its payment was sent: a copy's report, else the failure (see sameSignatureAgain). */
+    const failedAfterPayment = async (err: unknown): Promise<FastifyReply> => {
+      const delivered = await meanwhile();
+      if (delivered) return delivered;
+      throw sameSignatureAgain(err);
+    };
     // Every payment sent on costs a facilitator call: a source whose payments keep being refused
     // (made-up or unfunded authorizations) is stopped here, before the facilitator. Each payment
     // counts as refused until the facilitator says otherwise, so concurrent ones cannot all pass.
@@ -165,9 +171,7 @@ export class PaidReports {
     } catch (err) {
       await unrefused();
       if (!(err instanceof AppError && err.code === 'upstream_unavailable')) throw err;
-      const delivered = await meanwhile();
-      if (delivered) return delivered;
-      throw sameSignatureAgain(err);
+      return failedAfterPayment(err);
     }
     if (gate.kind === 'respond') {
       const delivered = await meanwhile();
@@ -196,9 +200,7 @@ export class PaidReports {
       // while this one read the chain or made its report: that copy's report is what the payment
       // bought. A 502 here ("nothing was charged", "try again later") would send the client to
       // sign a second payment for a report it has already paid for.
-      const delivered = await meanwhile();
-      if (delivered) return delivered;
-      throw sameSignatureAgain(err);
+      return failedAfterPayment(err);
     }
 
     const storedAt = this.deps.clock.now().toISOString();

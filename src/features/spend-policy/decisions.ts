@@ -52,9 +52,11 @@ interface DecidedBatch {
   rows: DecisionRow[];
   spends: SpendDelta[];
   repeats: RepeatDelta[];
-  /** A replay reads as a pending approval that expired just now (see justExpired): answer it only under the lock. */
-  replaysJustExpired: boolean;
-  /** Those replays' decisions, with the EXPIRED receipts they are answered with: recorded under the lock (see recordExpiry). */
+  /**
+   * Replays that read as a pending approval expired just now (see justExpired), with the EXPIRED
+   * receipts they are answered with: answered only under the lock, which records them (see
+   * recordExpiry).
+   */
   expiries: Array<{ id: string; receipt: Receipt }>;
 }
 
@@ -274,7 +276,7 @@ export class DecisionService {
     const decided = await this.decideFrom(db, jobs, snaps);
     const outcomes = this.signing(decided.outcomes, 'meanwhile');
     // A replay of an approval request that expired just now is answered under the locks, as read() does.
-    if (decided.replaysJustExpired) return undefined;
+    if (decided.expiries.length) return undefined;
     if (decided.rows.length && !(await this.hot.writeManyIfUnchanged(db, lockIds, jobs, snaps, decided))) return undefined;
     return outcomes;
   }
@@ -290,7 +292,6 @@ export class DecisionService {
     const repeats = new Map<string, RepeatDelta>();
     // Requests of the batch that read one policy row share it (see readMany): its rules are parsed once.
     const rulesOfRow = new Map<PolicyRow, ReturnType<typeof evalRulesOf>>();
-    let replaysJustExpired = false;
     const expiries: DecidedBatch['expiries'] = [];
 
     const decideOne = (job: DecideJob, snap: DecisionSnapshot): Made => {
@@ -308,10 +309,7 @@ export class DecisionService {
           throw new AppError('request_id_conflict', 'this requestId was already used with different content');
         }
         const shown = this.stored(earlier, now);
-        if (justExpired(earlier, now)) {
-          replaysJustExpired = true;
-          expiries.push({ id: earlier.id, receipt: shown.receipt });
-        }
+        if (justExpired(earlier, now)) expiries.push({ id: earlier.id, receipt: shown.receipt });
         return { ...shown, replayed: true };
       }
       if (policy.agent_id !== req.agentId) throw new AppError('agent_mismatch', 'agentId is not the agent this policy is for');
@@ -364,7 +362,7 @@ export class DecisionService {
         return failedJob(err);
       }
     });
-    return { outcomes, rows: [...made.values()], spends: [...spends.values()], repeats: [...repeats.values()], replaysJustExpired, expiries };
+    return { outcomes, rows: [...made.values()], spends: [...spends.values()], repeats: [...repeats.values()], expiries };
   }
 
   /**
