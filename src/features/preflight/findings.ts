@@ -78,7 +78,7 @@ export function looksAlike(a: string, b: string): boolean {
 
 const SEVERITY_ORDER: Record<Severity, number> = { block: 0, warn: 1, info: 2 };
 
-export function findingsOf(e: PreflightEvidence, now: Date = new Date()): Finding[] {
+export function findingsOf(e: PreflightEvidence, now: Date): Finding[] {
   const out: Finding[] = [];
   const add = (code: string, severity: Severity, message: string, evidence: Record<string, unknown> = {}) => out.push({ code, severity, message, evidence });
   const kind = (a: string) => kindOf(a, e.accounts);

@@ -105,7 +105,7 @@ function gasFunding(sender: Address, i: number) {
   };
 }
 
-export async function simulate(chain: ChainClient, tx: SimTx, overrides: StateOverrides, ctx: ContextRequest, nowMs = Date.now()): Promise<Simulation> {
+export async function simulate(chain: ChainClient, tx: SimTx, overrides: StateOverrides, ctx: ContextRequest, nowMs: number): Promise<Simulation> {
   const context = contextCall(ctx);
   const allOverrides = { ...overrides, ...context.stateOverride };
   const trySimulate = (noSimulateUntil.get(chain) ?? 0) <= nowMs;
