@@ -66,7 +66,8 @@ export interface DatabaseOptions {
  * idle for seconds belongs to an instance that stopped mid-way (a frozen VM, a long pause, a
  * partition): the server ends it and releases its locks, and the writes of the others go on. A
  * lock held longer than PG_LOCK_TIMEOUT_MS by anyone (an operator's open transaction, say) turns
- * the waiting requests into 503s instead of hanging them without limit. Both well above what a
+ * the waiting requests into 503s instead of hanging them without limit (only those of the policies
+ * still held: GroupCommitter decides the rest of their batch again). Both well above what a
  * healthy batch holds a lock (milliseconds). Migrations wait MIGRATION_LOCK_WAIT_MS at a time
  * (see openDatabase).
  */

@@ -46,6 +46,18 @@ function onePerJob<T>(outcomes: JobOutcome<T>[], jobs: number): JobOutcome<T>[] 
   return outcomes;
 }
 
+/** Answers each job of `batch` with its outcome. */
+function answer(batch: Job[], outcomes: JobOutcome<unknown>[]): void {
+  batch.forEach((job, i) => {
+    const o = outcomes[i]!;
+    if (o.ok) job.resolve(o.value);
+    else job.reject(o.error);
+  });
+}
+
+/** PostgreSQL's lock_not_available: a lock was not granted within lock_timeout. */
+const isLockTimeout = (err: unknown) => (err as { code?: unknown } | null)?.code === '55P03';
+
 /** The ids a batch locks, in the order every writer locks them (so that none can deadlock), once each. */
 const lockIdsOf = (batch: Job[]) => [...new Set(batch.flatMap((j) => j.lockIds))].sort();
 
@@ -175,18 +187,53 @@ export class GroupCommitter {
    * (two A/B runs of four rounds each).
    */
   private async commit(batch: Job[]): Promise<void> {
-    let outcomes: JobOutcome<unknown>[] | undefined;
+    let outcomes: JobOutcome<unknown>[];
     try {
-      outcomes = await this.withoutLocks(batch);
-      if (!outcomes) outcomes = await this.inTransaction(batch);
+      outcomes = await this.attempt(batch);
     } catch (err) {
-      for (const job of batch) job.reject(err);
+      if (isLockTimeout(err) && lockIdsOf(batch).length > 1) await this.withoutLockedPolicies(batch, err);
+      else for (const job of batch) job.reject(err);
       return;
     }
-    batch.forEach((job, i) => {
-      const o = outcomes[i]!;
-      if (o.ok) job.resolve(o.value);
-      else job.reject(o.error);
+    answer(batch, outcomes);
+  }
+
+  private async attempt(batch: Job[]): Promise<JobOutcome<unknown>[]> {
+    return (await this.withoutLocks(batch)) ?? (await this.inTransaction(batch));
+  }
+
+  /**
+   * PostgreSQL: a batch whose locks were not granted within the lock timeout (someone outside the
+   * service holds a policy row: an operator's open transaction, say) rolled back whole. The jobs
+   * of the policies still locked now fail with that error (503, retry later); the batch's other
+   * jobs, of policies nobody holds, run again once, on their own: another tenant that happened to
+   * share the batch is not refused for it.
+   */
+  private async withoutLockedPolicies(batch: Job[], lockError: unknown): Promise<void> {
+    let locked: Set<string>;
+    try {
+      locked = await this.lockedElsewhere(lockIdsOf(batch));
+    } catch {
+      for (const job of batch) job.reject(lockError);
+      return;
+    }
+    const free = batch.filter((job) => !job.lockIds.some((id) => locked.has(id)));
+    for (const job of batch) if (!free.includes(job)) job.reject(lockError);
+    if (free.length === 0) return;
+    try {
+      answer(free, await this.attempt(free));
+    } catch (err) {
+      for (const job of free) job.reject(err);
+    }
+  }
+
+  /** Of the policies `ids`, those that exist and whose rows another transaction holds right now. */
+  private lockedElsewhere(ids: string[]): Promise<Set<string>> {
+    return this.database.db.transaction().execute(async (tx) => {
+      const existing = await tx.selectFrom('policies').select('id').where('id', 'in', ids).execute();
+      const { rows } = await sql<{ id: string }>`select id from policies where id in (${sql.join(ids)}) for update skip locked`.execute(tx);
+      const free = new Set(rows.map((r) => r.id));
+      return new Set(existing.map((r) => r.id).filter((id) => !free.has(id)));
     });
   }
 

@@ -1,0 +1,60 @@
+// A policy row held by someone outside the service (an operator's open transaction) past the lock
+// timeout fails that policy's decisions with 503, and only those: another policy's decisions that
+// shared the group commit's batch with them are decided. PostgreSQL only (SQLite has no row locks).
+import pg from 'pg';
+import { describe, expect, it } from 'vitest';
+import { createTestApp, json } from '../helpers/app.js';
+import { sharedDatabase, testDialect } from '../helpers/db.js';
+import { expectProblem } from '../helpers/problems.js';
+import { createPolicy, decideRaw, listDecisions, rid } from '../helpers/policies.js';
+
+/** GroupCommitter's lane of a policy (two lanes): policies of one lane share its batches. */
+const laneOf = (id: string) => {
+  let h = 0;
+  for (let i = 0; i < id.length; i++) h = (h * 31 + id.charCodeAt(i)) >>> 0;
+  return h % 2;
+};
+
+describe.skipIf(testDialect !== 'postgres')('a policy row locked outside the service', () => {
+  it('fails its own decisions with 503, not those of another policy in the same batch', async () => {
+    const t = await createTestApp();
+    const quick = await sharedDatabase(t.database, { pgLockTimeoutMs: 1_000 });
+    const s = await createTestApp({ database: quick });
+    const holder = new pg.Client({ connectionString: t.database.url, options: `-c search_path=${t.database.pgSchema}` });
+    await holder.connect();
+    try {
+      const p = await createPolicy(s);
+      let q = await createPolicy(s);
+      while (laneOf(q.policyId) !== laneOf(p.policyId)) q = await createPolicy(s);
+      await holder.query('begin');
+      await holder.query('select id from policies where id = $1 for update', [p.policyId]);
+
+      // The first request of p occupies the lane while it waits for the lock; the next two queue
+      // behind it and share the next batch.
+      const first = decideRaw(s, p, { amount: '1' });
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      const pRequestId = rid('p');
+      const qRequestId = rid('q');
+      const [rFirst, rp, rq] = await Promise.all([first, decideRaw(s, p, { requestId: pRequestId, amount: '1' }), decideRaw(s, q, { requestId: qRequestId, amount: '1' })]);
+      expectProblem(rFirst, 503, 'storage_unavailable');
+      expectProblem(rp, 503, 'storage_unavailable');
+      expect(rq.statusCode, rq.body).toBe(200);
+      expect(json(rq).decision.decision).toBe('APPROVE');
+
+      await holder.query('rollback');
+      // Nothing was lost or made twice: q's request replays its one decision, p's retry is decided now.
+      const replay = json(await decideRaw(s, q, { requestId: qRequestId, amount: '1' }));
+      expect(replay.decision.decisionId).toBe(json(rq).decision.decisionId);
+      const retried = await decideRaw(s, p, { requestId: pRequestId, amount: '1' });
+      expect(retried.statusCode, retried.body).toBe(200);
+      expect(json(await listDecisions(s, p.policyId, p.adminKey)).items).toHaveLength(1);
+      expect(json(await listDecisions(s, q.policyId, q.adminKey)).items).toHaveLength(1);
+    } finally {
+      await holder.query('rollback').catch(() => {});
+      await holder.end();
+      await s.close();
+      await quick.close();
+      await t.close();
+    }
+  });
+});
