@@ -8,6 +8,8 @@ import { ADDR, createTestApp, json, type TestApp } from '../helpers/app.js';
 import { tcpRelay } from '../helpers/tcp-relay.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.js';
 import { expectProblem } from '../helpers/problems.js';
+import { createBody, POLICIES } from '../helpers/policies.js';
+import { createChainRaw, intentBody } from './evidence-helpers.js';
 import { connectRedis, openInfrastructure, REDIS_COMMAND_TIMEOUT_MS, warnWhileRedisFails } from '../../src/platform/deps.js';
 import { createRateLimiter, sourceOf } from '../../src/platform/rate-limit.js';
 import { parseConfig, testConfig } from '../../src/config.js';
@@ -319,6 +321,59 @@ describe.skipIf(!process.env.REDIS_URL)('rate limits shared through Redis', () =
     expectRateLimited(await send(a));
     expectRateLimited(await send(b));
     expect(json(await send(b)).code).toBe('rate_limited');
+  });
+});
+
+/**
+ * Requests that arrive at once, split over two instances: the count in Redis is shared and
+ * atomic, so exactly the limit passes, not the limit at each instance.
+ */
+describe.skipIf(!process.env.REDIS_URL)('a burst split over two instances sharing Redis', () => {
+  const keyPrefix = `pw-test:${randomBytes(8).toString('hex')}`;
+  let redisA: Redis;
+  let redisB: Redis;
+  let database: TestDatabase;
+  let a: TestApp;
+  let b: TestApp;
+
+  beforeAll(async () => {
+    redisA = new Redis(process.env.REDIS_URL!, { lazyConnect: true, maxRetriesPerRequest: 1 });
+    redisB = new Redis(process.env.REDIS_URL!, { lazyConnect: true, maxRetriesPerRequest: 1 });
+    await Promise.all([redisA.connect(), redisB.connect()]);
+    database = await createTestDatabase();
+    const config = { rateLimits: true, policyCreateLimit: 4, evidenceLimit: 6 };
+    a = await createTestApp({ config, database, redis: { client: redisA, keyPrefix } });
+    b = await createTestApp({ config, database, redis: { client: redisB, keyPrefix } });
+  });
+
+  afterAll(async () => {
+    await a?.close();
+    await b?.close();
+    await database?.drop();
+    if (redisA) {
+      const keys = await redisA.keys(`${keyPrefix}*`);
+      if (keys.length) await redisA.del(...keys);
+    }
+    redisA?.disconnect();
+    redisB?.disconnect();
+  });
+
+  const statuses = (responses: Array<{ statusCode: number }>) => responses.map((r) => r.statusCode).sort();
+
+  it('ten policy creations from one source at once: exactly the daily limit is created', async () => {
+    const responses = await Promise.all(
+      Array.from({ length: 10 }, (_, i) => (i % 2 ? a : b).app.inject({ method: 'POST', url: POLICIES, payload: createBody(), remoteAddress: '198.51.100.80' })),
+    );
+    expect(statuses(responses)).toEqual([...Array(4).fill(201), ...Array(6).fill(429)]);
+    for (const r of responses.filter((x) => x.statusCode === 429)) expect(Number(r.headers['retry-after'])).toBeGreaterThan(0);
+  });
+
+  it("fourteen evidence requests of one policy at once: exactly the policy's limit passes", async () => {
+    const p = json(await a.app.inject({ method: 'POST', url: POLICIES, payload: createBody(), remoteAddress: '198.51.100.81' }));
+    const responses = await Promise.all(
+      Array.from({ length: 14 }, (_, i) => createChainRaw(i % 2 ? a : b, p.agentKey, intentBody(p.policyId, { amount: '1' }))),
+    );
+    expect(statuses(responses)).toEqual([...Array(6).fill(201), ...Array(8).fill(429)]);
   });
 });
 
