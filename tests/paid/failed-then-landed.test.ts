@@ -68,6 +68,25 @@ it('while the chain cannot be read, a failed order is not paid again (502, nothi
   expect(await s.balanceOf(payer)).toBe(before - 1000n);
 });
 
+it('a refused payment is not kept signed: what the database holds cannot charge the payer, nor can a settled one', async () => {
+  const payer = s.devnet.accounts[5]!.address;
+  const before = await s.balanceOf(payer);
+  const { signature } = await refusedOrder(5);
+  // Someone who reads the database (a backup, an operator) submits the stored authorization while it is still valid.
+  const stored = JSON.parse((await paidRowOf(s, signature))!.payment);
+  expect(stored.payload.payload.authorization.from.toLowerCase()).toBe(payer.toLowerCase());
+  const settle = await postJson(`${s.devnet.facilitatorUrl}/settle`, { x402Version: 2, paymentPayload: stored.payload, paymentRequirements: stored.requirements });
+  const answer = await settle.json().catch(() => ({}));
+  expect(answer.success).not.toBe(true);
+  expect(await s.balanceOf(payer)).toBe(before);
+
+  const paid = recordingPayingFetch(h, 5);
+  expect((await paid.fetch(`${h.url}/api/quick-check`)).status).toBe(200);
+  const settled = JSON.parse((await paidRowOf(s, paid.signatures[0]!))!.payment);
+  expect(settled.payload.payload).not.toHaveProperty('signature');
+  expect(settled.payload.payload.authorization.nonce).toMatch(/^0x[0-9a-f]{64}$/);
+});
+
 it('a refused payment that lands later: paying the order again delivers its report, and the second payment is not taken', async () => {
   const payer = s.devnet.accounts[7]!.address;
   const before = await s.balanceOf(payer);

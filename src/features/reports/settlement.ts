@@ -72,7 +72,7 @@ export class SettlementService {
     // Not on chain yet is not "never": a facilitator can fail (an HTTP 500, say) after it has
     // broadcast. Only a refusal given before anything is sent makes the payment failed.
     if (!isDefiniteRefusal(outcome.reason)) return this.pending(row, `settlement uncertain (${reason})`, undefined, recoveryKey);
-    await this.store.markStatus(row.id, 'failed', { failure: reason }).catch(() => {});
+    await this.store.markStatus(row, 'failed', { failure: reason }).catch(() => {});
     return failed(reason);
   }
 
@@ -104,7 +104,7 @@ export class SettlementService {
       : 'unusedAt' in seen && seen.unusedAt !== undefined && this.pastValidBefore(row, seen.unusedAt) ? 'the payment authorization expired without being used'
       : undefined;
     if (!settling && never) {
-      await this.store.markStatus(row.id, 'failed', { failure: never }).catch(() => {});
+      await this.store.markStatus(row, 'failed', { failure: never }).catch(() => {});
       return failed(never);
     }
     if (txHash) return this.pending(row, seen.reason, undefined, undefined, !settling);
@@ -186,7 +186,7 @@ export class SettlementService {
     try {
       // Only the first to record the settlement issues the receipt; a concurrent request that saw
       // the same settlement delivers that stored receipt, so one report never has two receipts.
-      if (!(await this.store.markSettled(row.id, transaction, receipt, now))) stored = await this.store.byId(row.id);
+      if (!(await this.store.markSettled(row, transaction, receipt, now))) stored = await this.store.byId(row.id);
     } catch {
       // Paid, but not recorded: hold the report back until recovery can record it, so that the
       // stored state never lags behind a delivered one.
@@ -246,7 +246,7 @@ export class SettlementService {
   }
 
   private async pending(row: PaidReportRow, reason: string, tx?: string, recoveryKey?: string, record = true): Promise<Delivery> {
-    if (record && row.status !== 'pending') await this.store.markStatus(row.id, 'pending', { tx, failure: reason }).catch(() => {});
+    if (record && row.status !== 'pending') await this.store.markStatus(row, 'pending', { tx, failure: reason }).catch(() => {});
     return {
       kind: 'pending',
       body: {

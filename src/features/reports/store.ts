@@ -6,6 +6,22 @@ import type { Receipt } from '../../platform/receipts.js';
 export type PaidReportRow = Selectable<PaidReportsTable>;
 export type ReportStatus = 'stored' | 'settled' | 'pending' | 'failed';
 
+/** A stored report's id and payment. */
+type PaymentOf = Pick<PaidReportRow, 'id' | 'payment'>;
+
+/**
+ * A stored payment (see PaidReportsTable.payment) without the authorization's signature. A report
+ * settled or failed never sends its authorization again, and a failed one kept signed would let
+ * anyone who reads the database submit it until its validBefore: the payer, told that nothing was
+ * charged, would be charged after all. Its fields (payer, nonce, validBefore) stay.
+ */
+export function withoutSignature(payment: string): string {
+  const stored = JSON.parse(payment) as { payload?: { payload?: Record<string, unknown> } };
+  const inner = stored.payload?.payload;
+  if (inner && typeof inner === 'object') delete inner.signature;
+  return JSON.stringify(stored);
+}
+
 export class PaidReportStore {
   constructor(private readonly database: Database) {}
 
@@ -31,11 +47,11 @@ export class PaidReportStore {
   }
 
   /** Records the settlement once: false when the report was already settled (its receipt stands). */
-  async markSettled(id: string, tx: string, receipt: Receipt, now: Date): Promise<boolean> {
+  async markSettled(row: PaymentOf, tx: string, receipt: Receipt, now: Date): Promise<boolean> {
     const res = await this.database.db
       .updateTable('paid_reports')
-      .set({ status: 'settled', settle_tx: tx, receipt: JSON.stringify(receipt), settled_at: now.toISOString(), failure: null })
-      .where('id', '=', id)
+      .set({ status: 'settled', settle_tx: tx, receipt: JSON.stringify(receipt), settled_at: now.toISOString(), failure: null, payment: withoutSignature(row.payment) })
+      .where('id', '=', row.id)
       .where('status', '!=', 'settled')
       .executeTakeFirst();
     return Number(res.numUpdatedRows ?? 0n) === 1;
@@ -68,12 +84,12 @@ export class PaidReportStore {
     await this.database.db.updateTable('paid_reports').set({ settle_started_at: null }).where('id', '=', id).where('settle_started_at', '=', startedAt).execute();
   }
 
-  async markStatus(id: string, status: Exclude<ReportStatus, 'settled'>, detail: { tx?: string | undefined; failure?: string | undefined }): Promise<void> {
+  async markStatus(row: PaymentOf, status: Exclude<ReportStatus, 'settled'>, detail: { tx?: string | undefined; failure?: string | undefined }): Promise<void> {
     await this.database.db
       .updateTable('paid_reports')
       // A transaction seen earlier is evidence worth keeping: a later answer without one keeps it.
-      .set({ status, failure: detail.failure ?? null, ...(detail.tx ? { settle_tx: detail.tx } : {}) })
-      .where('id', '=', id)
+      .set({ status, failure: detail.failure ?? null, ...(detail.tx ? { settle_tx: detail.tx } : {}), ...(status === 'failed' ? { payment: withoutSignature(row.payment) } : {}) })
+      .where('id', '=', row.id)
       .where('status', '!=', 'settled')
       .execute();
   }

@@ -117,7 +117,7 @@ export interface PaidReportsTable {
   auth_id: string;
   /** digest of the whole payment payload, so a replay must be byte-for-byte the same authorization */
   payment_digest: string;
-  /** JSON of the verified payment payload and requirements, to settle again after a crash */
+  /** JSON of the verified payment payload and requirements, to settle again after a crash; without its signature once settled or failed (see withoutSignature) */
   payment: string;
   /** stored | settled | pending | failed */
   status: string;
