@@ -30,3 +30,22 @@ it('migration 0013 takes a report settled before it as delivered when it settled
     { id: 'rpt_settled', delivered_at: settledAt },
   ]);
 });
+
+// Migration 0014 drops the signature of the authorizations of reports settled or failed before it,
+// which the service no longer keeps (a failed one could still be submitted until its validBefore).
+it('migration 0014 drops the signature of settled and failed reports, and keeps that of a report still to settle', async () => {
+  const signed = (id: string) => JSON.stringify({ payload: { x402Version: 2, payload: { signature: `0x${'5'.repeat(130)}`, authorization: { from: '0x1', nonce: id } } }, requirements: {}, extensions: null });
+  const ids = ['rpt_s14', 'rpt_p14', 'rpt_f14'];
+  await t.database.db
+    .insertInto('paid_reports')
+    .values([{ ...row(ids[0]!, 'settled', '2026-01-01T00:00:05.000Z'), payment: signed(ids[0]!) }, { ...row(ids[1]!, 'pending', null), payment: signed(ids[1]!) }, { ...row(ids[2]!, 'failed', null), payment: signed(ids[2]!) }])
+    .execute();
+  const table = sql.table(t.database.pgSchema ? `${t.database.pgSchema}.kysely_migration` : 'kysely_migration');
+  await sql`delete from ${table} where name >= '0014'`.execute(t.database.db);
+  await migrateToLatest(t.database.db, t.database.dialect, t.database.pgSchema);
+  const rows = await t.database.db.selectFrom('paid_reports').select(['id', 'payment']).where('id', 'in', ids).execute();
+  const inner = (id: string) => JSON.parse(rows.find((r) => r.id === id)!.payment).payload.payload;
+  expect(inner('rpt_s14')).toEqual({ authorization: { from: '0x1', nonce: 'rpt_s14' } });
+  expect(inner('rpt_f14')).toEqual({ authorization: { from: '0x1', nonce: 'rpt_f14' } });
+  expect(inner('rpt_p14')).toHaveProperty('signature');
+});

@@ -277,6 +277,14 @@ function migrations(dialect: Dialect): Record<string, Migration> {
         await db.updateTable('paid_reports').set({ delivered_at: sql`settled_at` }).where('status', '=', 'settled').where('delivered_at', 'is', null).execute();
       },
     },
+    '0014_paid_report_unsigned_payments': {
+      async up(db: Kysely<any>) {
+        // A settled or failed report's authorization is kept without its signature (see
+        // withoutSignature in features/reports/store.ts); rows stored before lose it now.
+        const unsigned = dialect === 'postgres' ? sql`(payment::jsonb #- '{payload,payload,signature}')::text` : sql`json_remove(payment, '$.payload.payload.signature')`;
+        await db.updateTable('paid_reports').set({ payment: unsigned }).where('status', 'in', ['settled', 'failed']).where('payment', 'like', '%"signature"%').execute();
+      },
+    },
   };
 }
 
