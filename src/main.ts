@@ -1,3 +1,4 @@
+import { format } from 'node:util';
 import { Worker } from 'node:worker_threads';
 import { buildApp } from './app.js';
 import { ConfigError, parseConfig, type Config } from './config.js';
@@ -41,6 +42,18 @@ function onCrash(err: unknown, origin: string): void {
   }
 }
 process.on('uncaughtException', onCrash);
+
+/**
+ * What libraries print with console (the x402 SDK warns there when a facilitator fails, quoting
+ * its answer) goes through the service's logger: one JSON line at the matching level like every
+ * other, with its credentials left out like every other (see loggerOptions).
+ */
+function logConsoleThrough(log: Record<'info' | 'warn' | 'error' | 'debug', (obj: object, msg: string) => void>): void {
+  const to = { log: 'info', info: 'info', warn: 'warn', error: 'error', debug: 'debug' } as const;
+  for (const [method, level] of Object.entries(to) as Array<[keyof typeof to, (typeof to)[keyof typeof to]]>) {
+    console[method] = (...args: unknown[]) => log[level]({ source: 'console' }, format(...args));
+  }
+}
 
 const shutdownDeadlineMs = (config: Config) => 2 * config.facilitatorTimeoutMs + config.rpcTimeoutMs + SHUTDOWN_MARGIN_MS;
 
@@ -101,6 +114,8 @@ async function main(): Promise<void> {
     await infra.close().catch(() => {});
     throw new ConfigError(`cannot listen on HOST=${config.host} PORT=${config.port}: ${err instanceof Error ? err.message : String(err)}`);
   }
+  // Started: from here on every line is the logger's (a failed start above prints plain text).
+  logConsoleThrough(app.log);
 }
 
 main().catch((err: unknown) => {
