@@ -12,7 +12,7 @@ import { createBody, POLICIES } from '../helpers/policies.js';
 import { createChainRaw, intentBody } from './evidence-helpers.js';
 import { connectRedis, openInfrastructure, REDIS_COMMAND_TIMEOUT_MS, warnWhileRedisFails } from '../../src/platform/deps.js';
 import { createRateLimiter, sourceOf } from '../../src/platform/rate-limit.js';
-import { parseConfig, testConfig } from '../../src/config.js';
+import { parseConfig, testConfig, type Config } from '../../src/config.js';
 
 const EVALUATE_LIMIT = 120;
 
@@ -266,61 +266,66 @@ describe('rate limits switched off', () => {
   });
 });
 
-describe.skipIf(!process.env.REDIS_URL)('rate limits shared through Redis', () => {
+/**
+ * Two instances of the service for a describe block: one database, one Redis (each its own client,
+ * a fresh key prefix), separate processes' worth of state. `redis` is instance a's client.
+ */
+function twoInstancesOnRedis(config: Partial<Config>) {
   const keyPrefix = `pw-test:${randomBytes(8).toString('hex')}`;
-  let redisA: Redis;
-  let redisB: Redis;
-  let database: TestDatabase;
-  let a: TestApp;
-  let b: TestApp;
-
+  const pair = {} as { a: TestApp; b: TestApp; redis: Redis; keyPrefix: string };
+  let redisB: Redis | undefined;
+  let database: TestDatabase | undefined;
   beforeAll(async () => {
-    redisA = new Redis(process.env.REDIS_URL!, { lazyConnect: true, maxRetriesPerRequest: 1 });
+    pair.keyPrefix = keyPrefix;
+    pair.redis = new Redis(process.env.REDIS_URL!, { lazyConnect: true, maxRetriesPerRequest: 1 });
     redisB = new Redis(process.env.REDIS_URL!, { lazyConnect: true, maxRetriesPerRequest: 1 });
-    await Promise.all([redisA.connect(), redisB.connect()]);
+    await Promise.all([pair.redis.connect(), redisB.connect()]);
     database = await createTestDatabase();
-    // Two instances of the service: one database, one Redis, separate processes' worth of state.
-    a = await createTestApp({ config: { rateLimits: true, leadLimit: 4 }, database, redis: { client: redisA, keyPrefix } });
-    b = await createTestApp({ config: { rateLimits: true, leadLimit: 4 }, database, redis: { client: redisB, keyPrefix } });
+    pair.a = await createTestApp({ config: { rateLimits: true, ...config }, database, redis: { client: pair.redis, keyPrefix } });
+    pair.b = await createTestApp({ config: { rateLimits: true, ...config }, database, redis: { client: redisB, keyPrefix } });
   });
-
   afterAll(async () => {
-    await a?.close();
-    await b?.close();
+    await pair.a?.close();
+    await pair.b?.close();
     await database?.drop();
-    if (redisA) {
-      const keys = await redisA.keys(`${keyPrefix}*`);
-      if (keys.length) await redisA.del(...keys);
+    if (pair.redis) {
+      const keys = await pair.redis.keys(`${keyPrefix}*`);
+      if (keys.length) await pair.redis.del(...keys);
     }
-    redisA?.disconnect();
+    pair.redis?.disconnect();
     redisB?.disconnect();
   });
+  return pair;
+}
+
+describe.skipIf(!process.env.REDIS_URL)('rate limits shared through Redis', () => {
+  const pair = twoInstancesOnRedis({ leadLimit: 4 });
 
   it('two instances share one evaluation limit per source', async () => {
     const me = { remoteAddress: '198.51.100.60' };
-    expect((await evaluateTimes(a, me, EVALUATE_LIMIT / 2)).every((c) => c === 200)).toBe(true);
-    expect((await evaluateTimes(b, me, EVALUATE_LIMIT / 2)).every((c) => c === 200)).toBe(true);
-    expectRateLimited(await evaluate(a, me));
-    expectRateLimited(await evaluate(b, me));
+    expect((await evaluateTimes(pair.a, me, EVALUATE_LIMIT / 2)).every((c) => c === 200)).toBe(true);
+    expect((await evaluateTimes(pair.b, me, EVALUATE_LIMIT / 2)).every((c) => c === 200)).toBe(true);
+    expectRateLimited(await evaluate(pair.a, me));
+    expectRateLimited(await evaluate(pair.b, me));
     // the counter lives in Redis under the configured prefix
-    expect((await redisA.keys(`${keyPrefix}*`)).length).toBeGreaterThan(0);
+    expect((await pair.redis.keys(`${pair.keyPrefix}*`)).length).toBeGreaterThan(0);
   });
 
   it('other sources keep their own count across instances', async () => {
-    expect((await evaluate(a, { remoteAddress: '198.51.100.61' })).statusCode).toBe(200);
-    expect((await evaluate(b, { remoteAddress: '198.51.100.61' })).statusCode).toBe(200);
+    expect((await evaluate(pair.a, { remoteAddress: '198.51.100.61' })).statusCode).toBe(200);
+    expect((await evaluate(pair.b, { remoteAddress: '198.51.100.61' })).statusCode).toBe(200);
   });
 
   it('two instances share one pilot-lead limit', async () => {
     const from = '198.51.100.62';
     const send = (t: TestApp) => t.app.inject({ method: 'POST', url: '/api/pilot-leads', payload: leadBody, remoteAddress: from });
-    expect((await send(a)).statusCode).toBe(201);
-    expect((await send(b)).statusCode).toBe(201);
-    expect((await send(a)).statusCode).toBe(201);
-    expect((await send(b)).statusCode).toBe(201);
-    expectRateLimited(await send(a));
-    expectRateLimited(await send(b));
-    expect(json(await send(b)).code).toBe('rate_limited');
+    expect((await send(pair.a)).statusCode).toBe(201);
+    expect((await send(pair.b)).statusCode).toBe(201);
+    expect((await send(pair.a)).statusCode).toBe(201);
+    expect((await send(pair.b)).statusCode).toBe(201);
+    expectRateLimited(await send(pair.a));
+    expectRateLimited(await send(pair.b));
+    expect(json(await send(pair.b)).code).toBe('rate_limited');
   });
 });
 
@@ -329,49 +334,22 @@ describe.skipIf(!process.env.REDIS_URL)('rate limits shared through Redis', () =
  * atomic, so exactly the limit passes, not the limit at each instance.
  */
 describe.skipIf(!process.env.REDIS_URL)('a burst split over two instances sharing Redis', () => {
-  const keyPrefix = `pw-test:${randomBytes(8).toString('hex')}`;
-  let redisA: Redis;
-  let redisB: Redis;
-  let database: TestDatabase;
-  let a: TestApp;
-  let b: TestApp;
-
-  beforeAll(async () => {
-    redisA = new Redis(process.env.REDIS_URL!, { lazyConnect: true, maxRetriesPerRequest: 1 });
-    redisB = new Redis(process.env.REDIS_URL!, { lazyConnect: true, maxRetriesPerRequest: 1 });
-    await Promise.all([redisA.connect(), redisB.connect()]);
-    database = await createTestDatabase();
-    const config = { rateLimits: true, policyCreateLimit: 4, evidenceLimit: 6 };
-    a = await createTestApp({ config, database, redis: { client: redisA, keyPrefix } });
-    b = await createTestApp({ config, database, redis: { client: redisB, keyPrefix } });
-  });
-
-  afterAll(async () => {
-    await a?.close();
-    await b?.close();
-    await database?.drop();
-    if (redisA) {
-      const keys = await redisA.keys(`${keyPrefix}*`);
-      if (keys.length) await redisA.del(...keys);
-    }
-    redisA?.disconnect();
-    redisB?.disconnect();
-  });
+  const pair = twoInstancesOnRedis({ policyCreateLimit: 4, evidenceLimit: 6 });
 
   const statuses = (responses: Array<{ statusCode: number }>) => responses.map((r) => r.statusCode).sort();
 
   it('ten policy creations from one source at once: exactly the daily limit is created', async () => {
     const responses = await Promise.all(
-      Array.from({ length: 10 }, (_, i) => (i % 2 ? a : b).app.inject({ method: 'POST', url: POLICIES, payload: createBody(), remoteAddress: '198.51.100.80' })),
+      Array.from({ length: 10 }, (_, i) => (i % 2 ? pair.a : pair.b).app.inject({ method: 'POST', url: POLICIES, payload: createBody(), remoteAddress: '198.51.100.80' })),
     );
     expect(statuses(responses)).toEqual([...Array(4).fill(201), ...Array(6).fill(429)]);
     for (const r of responses.filter((x) => x.statusCode === 429)) expect(Number(r.headers['retry-after'])).toBeGreaterThan(0);
   });
 
   it("fourteen evidence requests of one policy at once: exactly the policy's limit passes", async () => {
-    const p = json(await a.app.inject({ method: 'POST', url: POLICIES, payload: createBody(), remoteAddress: '198.51.100.81' }));
+    const p = json(await pair.a.app.inject({ method: 'POST', url: POLICIES, payload: createBody(), remoteAddress: '198.51.100.81' }));
     const responses = await Promise.all(
-      Array.from({ length: 14 }, (_, i) => createChainRaw(i % 2 ? a : b, p.agentKey, intentBody(p.policyId, { amount: '1' }))),
+      Array.from({ length: 14 }, (_, i) => createChainRaw(i % 2 ? pair.a : pair.b, p.agentKey, intentBody(p.policyId, { amount: '1' }))),
     );
     expect(statuses(responses)).toEqual([...Array(6).fill(201), ...Array(8).fill(429)]);
   });
