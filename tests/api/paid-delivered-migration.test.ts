@@ -49,3 +49,37 @@ it('migration 0014 drops the signature of settled and failed reports, and keeps 
   expect(inner('rpt_f14')).toEqual({ authorization: { from: '0x1', nonce: 'rpt_f14' } });
   expect(inner('rpt_p14')).toHaveProperty('signature');
 });
+
+// A stored payment is the JSON text of what the payer sent, and JSON text may hold strings that
+// PostgreSQL's jsonb refuses: "\u0000", or a lone surrogate such as "\ud800" (a payer's
+// extensions or resource description, which nothing checks and which versions before 0014 kept
+// as sent). One such report settled before the upgrade stopped every start of the new version
+// ("database migration 0014_paid_report_unsigned_payments failed: unsupported Unicode escape
+// sequence") until someone edited the database by hand.
+it('migration 0014 drops the signature of a payment whose strings jsonb cannot hold (NUL, a lone surrogate), and keeps the rest as it was', async () => {
+  const payment = (id: string) => ({
+    payload: { x402Version: 2, resource: { url: 'http://x/api/quick-check', description: 'x\ud800y' }, payload: { signature: `0x${'6'.repeat(130)}`, authorization: { from: '0x1', nonce: id } }, extensions: { note: 'a\u0000b' } },
+    requirements: {},
+    extensions: null,
+  });
+  const ids = ['rpt_nul_settled', 'rpt_nul_failed', 'rpt_nul_pending'];
+  await t.database.db
+    .insertInto('paid_reports')
+    .values([
+      { ...row(ids[0]!, 'settled', '2026-01-01T00:00:05.000Z'), payment: JSON.stringify(payment(ids[0]!)) },
+      { ...row(ids[1]!, 'failed', null), payment: JSON.stringify(payment(ids[1]!)) },
+      { ...row(ids[2]!, 'pending', null), payment: JSON.stringify(payment(ids[2]!)) },
+    ])
+    .execute();
+  const table = sql.table(t.database.pgSchema ? `${t.database.pgSchema}.kysely_migration` : 'kysely_migration');
+  await sql`delete from ${table} where name >= '0014'`.execute(t.database.db);
+  await migrateToLatest(t.database.db, t.database.dialect, t.database.pgSchema);
+  const rows = await t.database.db.selectFrom('paid_reports').select(['id', 'payment']).where('id', 'in', ids).execute();
+  const stored = (id: string) => JSON.parse(rows.find((r) => r.id === id)!.payment);
+  for (const id of [ids[0]!, ids[1]!]) {
+    const unsigned = payment(id);
+    delete (unsigned.payload.payload as { signature?: string }).signature;
+    expect(stored(id)).toEqual(unsigned);
+  }
+  expect(stored(ids[2]!)).toEqual(payment(ids[2]!));
+});

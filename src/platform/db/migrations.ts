@@ -2,6 +2,7 @@ import { Migrator, sql, type DatabaseIntrospector, type Kysely, type Migration, 
 import type { Dialect } from './database.js';
 import { payingTransfers, type SettlementObservation } from '../../features/evidence/settlement.js';
 import { claimsPerPolicy } from './claims-per-policy.js';
+import { withoutSignature } from '../../features/reports/store.js';
 
 /**
  * Migrations run at start, in order, once each. They are written once for both databases:
@@ -281,8 +282,29 @@ function migrations(dialect: Dialect): Record<string, Migration> {
       async up(db: Kysely<any>) {
         // A settled or failed report's authorization is kept without its signature (see
         // withoutSignature in features/reports/store.ts); rows stored before lose it now.
-        const unsigned = dialect === 'postgres' ? sql`(payment::jsonb #- '{payload,payload,signature}')::text` : sql`json_remove(payment, '$.payload.payload.signature')`;
-        await db.updateTable('paid_reports').set({ payment: unsigned }).where('status', 'in', ['settled', 'failed']).where('payment', 'like', '%"signature"%').execute();
+        if (dialect === 'sqlite') {
+          await db.updateTable('paid_reports').set({ payment: sql`json_remove(payment, '$.payload.payload.signature')` }).where('status', 'in', ['settled', 'failed']).where('payment', 'like', '%"signature"%').execute();
+          return;
+        }
+        // PostgreSQL: as the service drops it, in JavaScript. A cast to jsonb refuses JSON text
+        // that the payer may have sent and the service stored: a string with \u0000 or a lone
+        // surrogate (in the payment's extensions, say), and one such report failed every start.
+        for (let after = ''; ; ) {
+          const rows: Array<{ id: string; payment: string }> = await db
+            .selectFrom('paid_reports')
+            .select(['id', 'payment'])
+            .where('status', 'in', ['settled', 'failed'])
+            .where('payment', 'like', '%"signature"%')
+            .where('id', '>', after)
+            .orderBy('id')
+            .limit(1000)
+            .execute();
+          if (rows.length === 0) break;
+          await sql`update paid_reports set payment = v.payment
+            from unnest(${rows.map((r) => r.id)}::text[], ${rows.map((r) => withoutSignature(r.payment))}::text[]) as v(id, payment)
+            where paid_reports.id = v.id`.execute(db);
+          after = rows[rows.length - 1]!.id;
+        }
       },
     },
   };
