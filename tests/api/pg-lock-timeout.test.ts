@@ -16,7 +16,7 @@ const laneOf = (id: string) => {
 };
 
 describe.skipIf(testDialect !== 'postgres')('a policy row locked outside the service', () => {
-  it('fails its own decisions with 503, not those of another policy in the same batch', async () => {
+  it('fails its own decisions with 503, not those of another policy in the same batch, and then stops holding them up', async () => {
     const t = await createTestApp();
     const quick = await sharedDatabase(t.database, { pgLockTimeoutMs: 1_000 });
     const s = await createTestApp({ database: quick });
@@ -41,6 +41,16 @@ describe.skipIf(testDialect !== 'postgres')('a policy row locked outside the ser
       expect(rq.statusCode, rq.body).toBe(200);
       expect(json(rq).decision.decision).toBe('APPROVE');
 
+      // While p stays held, its next request waits out the lock timeout in a lane of its own:
+      // q's request, sent after it, is answered first.
+      const order: string[] = [];
+      const pAgain = decideRaw(s, p, { amount: '1' }).then((r) => (order.push('p'), r));
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      const qAgain = decideRaw(s, q, { amount: '1' }).then((r) => (order.push('q'), r));
+      expect((await qAgain).statusCode).toBe(200);
+      expectProblem(await pAgain, 503, 'storage_unavailable');
+      expect(order).toEqual(['q', 'p']);
+
       await holder.query('rollback');
       // Nothing was lost or made twice: q's request replays its one decision, p's retry is decided now.
       const replay = json(await decideRaw(s, q, { requestId: qRequestId, amount: '1' }));
@@ -48,7 +58,7 @@ describe.skipIf(testDialect !== 'postgres')('a policy row locked outside the ser
       const retried = await decideRaw(s, p, { requestId: pRequestId, amount: '1' });
       expect(retried.statusCode, retried.body).toBe(200);
       expect(json(await listDecisions(s, p.policyId, p.adminKey)).items).toHaveLength(1);
-      expect(json(await listDecisions(s, q.policyId, q.adminKey)).items).toHaveLength(1);
+      expect(json(await listDecisions(s, q.policyId, q.adminKey)).items).toHaveLength(2);
     } finally {
       await holder.query('rollback').catch(() => {});
       await holder.end();

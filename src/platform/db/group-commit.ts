@@ -70,6 +70,9 @@ const lockIdsOf = (batch: Job[]) => [...new Set(batch.flatMap((j) => j.lockIds))
  */
 const GATHER_TURNS = 4;
 
+/** How long a policy found held by someone outside the service keeps to a lane of its own (see heldElsewhere). */
+const HELD_LANE_MS = 60_000;
+
 interface Lane {
   queue: Job[];
   draining: boolean;
@@ -113,9 +116,26 @@ export class GroupCommitter {
 
   private laneOf(lockIds: string[]): string {
     if (this.database.dialect !== 'postgres') return '*';
+    if (this.heldElsewhere.size && lockIds.some((id) => this.isHeldElsewhere(id))) return 'held';
     let h = 0;
     for (const id of [...lockIds].sort()) for (let i = 0; i < id.length; i++) h = (h * 31 + id.charCodeAt(i)) >>> 0;
     return String(h % this.pgLanes);
+  }
+
+  /**
+   * PostgreSQL: policies whose rows someone outside the service held past the lock timeout lately,
+   * until when (ms). Their jobs queue in a lane of their own for HELD_LANE_MS, so that each of
+   * their batches, waiting out the lock timeout again, does not hold up the other policies of
+   * their usual lane. Where a policy's jobs queue changes no answer: its row lock orders them.
+   */
+  private readonly heldElsewhere = new Map<string, number>();
+
+  private isHeldElsewhere(id: string): boolean {
+    const until = this.heldElsewhere.get(id);
+    if (until === undefined) return false;
+    if (until > Date.now()) return true;
+    this.heldElsewhere.delete(id);
+    return false;
   }
 
   /** Runs `work` in the next batch's transaction, after every job queued before it. */
@@ -207,7 +227,8 @@ export class GroupCommitter {
    * service holds a policy row: an operator's open transaction, say) rolled back whole. The jobs
    * of the policies still locked now fail with that error (503, retry later); the batch's other
    * jobs, of policies nobody holds, run again once, on their own: another tenant that happened to
-   * share the batch is not refused for it.
+   * share the batch is not refused for it. The held policies' next jobs queue apart for a while
+   * (heldElsewhere).
    */
   private async withoutLockedPolicies(batch: Job[], lockError: unknown): Promise<void> {
     let locked: Set<string>;
@@ -217,6 +238,7 @@ export class GroupCommitter {
       for (const job of batch) job.reject(lockError);
       return;
     }
+    for (const id of locked) this.heldElsewhere.set(id, Date.now() + HELD_LANE_MS);
     const free = batch.filter((job) => !job.lockIds.some((id) => locked.has(id)));
     for (const job of batch) if (!free.includes(job)) job.reject(lockError);
     if (free.length === 0) return;
