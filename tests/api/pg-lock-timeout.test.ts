@@ -51,6 +51,18 @@ describe.skipIf(testDialect !== 'postgres')('a policy row locked outside the ser
       expectProblem(await pAgain, 503, 'storage_unavailable');
       expect(order).toEqual(['q', 'p']);
 
+      // The same for a policy whose request failed alone in its batch.
+      let r = await createPolicy(s);
+      while (laneOf(r.policyId) !== laneOf(q.policyId)) r = await createPolicy(s);
+      await holder.query('select id from policies where id = $1 for update', [r.policyId]);
+      expectProblem(await decideRaw(s, r, { amount: '1' }), 503, 'storage_unavailable');
+      order.length = 0;
+      const rAgain = decideRaw(s, r, { amount: '1' }).then((res) => (order.push('r'), res));
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      expect((await decideRaw(s, q, { amount: '1' }).then((res) => (order.push('q'), res))).statusCode).toBe(200);
+      expectProblem(await rAgain, 503, 'storage_unavailable');
+      expect(order).toEqual(['q', 'r']);
+
       await holder.query('rollback');
       // Nothing was lost or made twice: q's request replays its one decision, p's retry is decided now.
       const replay = json(await decideRaw(s, q, { requestId: qRequestId, amount: '1' }));
@@ -58,7 +70,7 @@ describe.skipIf(testDialect !== 'postgres')('a policy row locked outside the ser
       const retried = await decideRaw(s, p, { requestId: pRequestId, amount: '1' });
       expect(retried.statusCode, retried.body).toBe(200);
       expect(json(await listDecisions(s, p.policyId, p.adminKey)).items).toHaveLength(1);
-      expect(json(await listDecisions(s, q.policyId, q.adminKey)).items).toHaveLength(2);
+      expect(json(await listDecisions(s, q.policyId, q.adminKey)).items).toHaveLength(3);
     } finally {
       await holder.query('rollback').catch(() => {});
       await holder.end();

@@ -138,6 +138,10 @@ export class GroupCommitter {
     return false;
   }
 
+  private markHeld(ids: Iterable<string>): void {
+    for (const id of ids) this.heldElsewhere.set(id, Date.now() + HELD_LANE_MS);
+  }
+
   /** Runs `work` in the next batch's transaction, after every job queued before it. */
   run<T>(lockIds: string[], work: (tx: Tx) => Promise<T>): Promise<T> {
     // A handler of its own, so that this job never shares a call with another.
@@ -211,8 +215,10 @@ export class GroupCommitter {
     try {
       outcomes = await this.attempt(batch);
     } catch (err) {
-      if (isLockTimeout(err) && lockIdsOf(batch).length > 1) await this.withoutLockedPolicies(batch, err);
-      else for (const job of batch) job.reject(err);
+      const ids = lockIdsOf(batch);
+      if (isLockTimeout(err) && ids.length > 1) return this.withoutLockedPolicies(batch, err);
+      if (isLockTimeout(err)) this.markHeld(ids);
+      for (const job of batch) job.reject(err);
       return;
     }
     answer(batch, outcomes);
@@ -238,7 +244,7 @@ export class GroupCommitter {
       for (const job of batch) job.reject(lockError);
       return;
     }
-    for (const id of locked) this.heldElsewhere.set(id, Date.now() + HELD_LANE_MS);
+    this.markHeld(locked);
     const free = batch.filter((job) => !job.lockIds.some((id) => locked.has(id)));
     for (const job of batch) if (!free.includes(job)) job.reject(lockError);
     if (free.length === 0) return;
