@@ -103,7 +103,7 @@ function textScrubbers(config: Config): { message(text: string): string; error(t
   const secrets = configSecrets(config);
   const message = (text: string) => {
     let out = redactKeys(text);
-    for (const [secret, label] of secrets) out = out.split(secret).join(label);
+    for (const [secret, label] of secrets) out = out.replaceAll(secret, label);
     return out;
   };
   return {

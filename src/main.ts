@@ -49,10 +49,8 @@ process.on('uncaughtException', onCrash);
  * other, with its credentials left out like every other (see loggerOptions).
  */
 function logConsoleThrough(log: Record<'info' | 'warn' | 'error' | 'debug', (obj: object, msg: string) => void>): void {
-  const to = { log: 'info', info: 'info', warn: 'warn', error: 'error', debug: 'debug' } as const;
-  for (const [method, level] of Object.entries(to) as Array<[keyof typeof to, (typeof to)[keyof typeof to]]>) {
-    console[method] = (...args: unknown[]) => log[level]({ source: 'console' }, format(...args));
-  }
+  const levels = [['log', 'info'], ['info', 'info'], ['warn', 'warn'], ['error', 'error'], ['debug', 'debug']] as const;
+  for (const [method, level] of levels) console[method] = (...args: unknown[]) => log[level]({ source: 'console' }, format(...args));
 }
 
 const shutdownDeadlineMs = (config: Config) => 2 * config.facilitatorTimeoutMs + config.rpcTimeoutMs + SHUTDOWN_MARGIN_MS;

@@ -98,7 +98,6 @@ export const UPSTREAM_DETAIL = 'The Base network could not be read; nothing was 
 
 // viem puts the request URL (path and query included) into its messages; keys live there.
 const URL_RE = /\bhttps?:\/\/[^\s"'<>]+/gi;
-
 const redactUrls = (s: string) => s.replace(URL_RE, '<rpc-url>');
 
 /**

@@ -145,7 +145,9 @@ export class PaidReports {
     }
     const payment = await this.identify(def, request, signature);
     const existing = await this.guardStorage(() => this.store.byAuth(payment.authId));
-    if (existing) return this.resumePurchase(request, reply, existing, path, inputDigest, payment.digest, order, now);
+    // The same purchase as a stored one (this authorization, for this input and order).
+    const purchase: Purchase = { path, inputDigest, paymentDigest: payment.digest, order, now };
+    if (existing) return this.resumePurchase(request, reply, existing, purchase);
 
     // A copy of this request (a client's retry, or the same request at another instance) may have
     // stored and settled this authorization while this one was at the facilitator, which then
@@ -153,7 +155,7 @@ export class PaidReports {
     // it, never ask for another payment or say that nothing was charged.
     const meanwhile = async () => {
       const row = await this.guardStorage(() => this.store.byAuth(payment.authId));
-      return row && this.resumePurchase(request, reply, row, path, inputDigest, payment.digest, order, now);
+      return row && this.resumePurchase(request, reply, row, purchase);
     };
     /** This request failed after its payment was sent: a copy's report, else the failure (see sameSignatureAgain). */
     const failedAfterPayment = async (err: unknown): Promise<FastifyReply> => {
@@ -233,7 +235,7 @@ export class PaidReports {
       delivered_at: null,
     };
     const stored = await this.storeWithOrder(row, order, path, input, inputDigest, now);
-    if (!stored.inserted) return this.resumePurchase(request, reply, await this.mustLoadByAuth(payment.authId), path, inputDigest, payment.digest, order, now);
+    if (!stored.inserted) return this.resumePurchase(request, reply, await this.mustLoadByAuth(payment.authId), purchase);
     return this.deliver(request, reply, await this.settlement.settleNew(row, stored.recoveryKey));
   }
 
@@ -272,16 +274,8 @@ export class PaidReports {
   }
 
   /** The report an authorization already bought, if this request is the same purchase. */
-  private async resumePurchase(
-    request: FastifyRequest,
-    reply: FastifyReply,
-    row: PaidReportRow,
-    path: string,
-    inputDigest: string,
-    paymentDigest: string,
-    order: OrderRow | undefined,
-    now: Date,
-  ): Promise<FastifyReply> {
+  private async resumePurchase(request: FastifyRequest, reply: FastifyReply, row: PaidReportRow, purchase: Purchase): Promise<FastifyReply> {
+    const { path, inputDigest, paymentDigest, order, now } = purchase;
     this.checkSamePurchase(row, path, inputDigest, paymentDigest);
     // A copy of this payment sent without the order's headers (a retry that lost them) stored the
     // report first, under an order of its own: the order this request names is bound to it too,
@@ -423,6 +417,15 @@ const ChallengeProblem = {
     'Payment required (code payment_required: no PAYMENT-SIGNATURE was sent) or payment not accepted (code payment_invalid: the reason is in detail). The PAYMENT-REQUIRED header holds the x402 challenge; nothing is charged.',
   headers: PaymentRequiredHeader,
 };
+
+/** What a paid request buys, as resumePurchase compares it with a stored report: path, input, payment and the order it names. */
+interface Purchase {
+  path: string;
+  inputDigest: string;
+  paymentDigest: string;
+  order: OrderRow | undefined;
+  now: Date;
+}
 
 function header(request: FastifyRequest, name: string): string | undefined {
   const v = request.headers[name];

@@ -245,8 +245,11 @@ export class GroupCommitter {
       return;
     }
     this.markHeld(locked);
-    const free = batch.filter((job) => !job.lockIds.some((id) => locked.has(id)));
-    for (const job of batch) if (!free.includes(job)) job.reject(lockError);
+    const free: Job[] = [];
+    for (const job of batch) {
+      if (job.lockIds.some((id) => locked.has(id))) job.reject(lockError);
+      else free.push(job);
+    }
     if (free.length === 0) return;
     try {
       answer(free, await this.attempt(free));
