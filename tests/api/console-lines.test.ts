@@ -1,14 +1,13 @@
 // What a library prints with console while the service runs (the x402 SDK warns there when the
 // facilitator fails, quoting its answer) comes out as the service's own log lines: JSON, at the
 // matching level, with the credentials of the configured URLs left out like every other line.
-import { spawn } from 'node:child_process';
 import { createServer } from 'node:http';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { freePort } from '../../src/devnet/index.js';
 import { testDialect } from '../helpers/db.js';
+import { startServiceProcess } from '../helpers/service-process.js';
 
 const KEY = 'fac1l1tatorKey7Qx2Lm9Rt';
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -22,37 +21,29 @@ describe.skipIf(testDialect !== 'sqlite')('console output of libraries', () => {
     const facilitator = createServer((req, res) => res.writeHead(500).end(`no route for ${req.url}`));
     await new Promise<void>((done) => facilitator.listen(0, '127.0.0.1', done));
     const facilitatorPort = (facilitator.address() as { port: number }).port;
-    const port = await freePort();
-    const child = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], {
-      env: {
-        ...process.env,
-        PORT: String(port),
-        HOST: '127.0.0.1',
+    const service = await startServiceProcess(
+      {
         DATABASE_URL: `sqlite:${join(dir, 'db.sqlite')}`,
         LOG_LEVEL: 'info',
         FACILITATOR_URL: `http://127.0.0.1:${facilitatorPort}/${KEY}`,
         PAY_TO: '0x5555555555555555555555555555555555555555',
       },
-      stdio: ['ignore', 'pipe', 'pipe'],
+      { capture: true },
+    ).catch((err: unknown) => {
+      facilitator.close();
+      throw err;
     });
-    let out = '';
-    let err = '';
-    child.stdout.on('data', (c: Buffer) => (out += c.toString('utf8')));
-    child.stderr.on('data', (c: Buffer) => (err += c.toString('utf8')));
-    const exited = new Promise((done) => child.once('exit', done));
     try {
-      for (let i = 0; !(await fetch(`http://127.0.0.1:${port}/healthz`).then((r) => r.ok, () => false)); i++) {
-        if (i > 300) throw new Error(`the service did not start: ${err}`);
-        await sleep(100);
-      }
-      const res = await fetch(`http://127.0.0.1:${port}/api/quick-check`);
+      const res = await fetch(`${service.url}/api/quick-check`);
       expect(res.status).toBe(502);
       await sleep(200);
     } finally {
-      child.kill('SIGTERM');
-      await exited;
+      service.child.kill('SIGTERM');
+      await service.exited;
       facilitator.close();
     }
+    const out = service.out();
+    const err = service.err();
     expect(out + err).not.toContain(KEY);
     expect(err).toBe('');
     const lines = out.split('\n').filter(Boolean).map((l) => JSON.parse(l) as { level: number; msg: string; source?: string });

@@ -1,16 +1,13 @@
 // Several instances of the service on one PostgreSQL schema, as it is deployed for scale: started
 // at the same moment on an empty schema (a new deployment scaled out from the start), and run as
 // separate processes (`npm start` twice), whose event loops really do run at the same time.
-import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { freePort } from '../../src/devnet/index.js';
 import { openDatabase, type Database } from '../../src/platform/db/database.js';
 import { ADDR, createTestApp, json, type TestApp } from '../helpers/app.js';
 import { pgTestName, testDialect } from '../helpers/db.js';
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+import { startServiceProcess, type ServiceProcess } from '../helpers/service-process.js';
 
 /** A schema of this test run (tests/pg-run.ts drops it too, should the test stop before its own clean-up). */
 async function withSchema(run: (url: string, schema: string, admin: pg.Client) => Promise<void>): Promise<void> {
@@ -55,7 +52,7 @@ describe.skipIf(testDialect !== 'postgres')('two service processes on one schema
   const url = process.env.TEST_DATABASE_URL!;
   const schema = pgTestName('pw_test', randomBytes(6).toString('hex'));
   const bases: string[] = [];
-  const children: ChildProcess[] = [];
+  const services: ServiceProcess[] = [];
   let admin: pg.Client;
 
   beforeAll(async () => {
@@ -64,25 +61,23 @@ describe.skipIf(testDialect !== 'postgres')('two service processes on one schema
     await admin.query(`create schema ${schema}`);
     const u = new URL(url);
     u.searchParams.set('options', `-c search_path=${schema}`);
-    const { REDIS_URL: _redis, ...env } = process.env;
     for (let i = 0; i < 2; i++) {
-      const port = await freePort();
-      const child = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], {
-        env: { ...env, PORT: String(port), HOST: '127.0.0.1', DATABASE_URL: u.toString(), LOG_LEVEL: 'error', RATE_LIMITS: 'off', BASE_RPC_URLS: 'http://127.0.0.1:9', FACILITATOR_URL: 'http://127.0.0.1:9' },
-        stdio: ['ignore', 'ignore', 'inherit'],
+      const service = await startServiceProcess({
+        REDIS_URL: undefined,
+        DATABASE_URL: u.toString(),
+        LOG_LEVEL: 'error',
+        RATE_LIMITS: 'off',
+        BASE_RPC_URLS: 'http://127.0.0.1:9',
+        FACILITATOR_URL: 'http://127.0.0.1:9',
       });
-      children.push(child);
-      for (let n = 0; !(await fetch(`http://127.0.0.1:${port}/healthz`).then((r) => r.ok, () => false)); n++) {
-        if (n > 300 || child.exitCode !== null) throw new Error('the service did not start');
-        await sleep(100);
-      }
-      bases.push(`http://127.0.0.1:${port}`);
+      services.push(service);
+      bases.push(service.url);
     }
   }, 60_000);
 
   afterAll(async () => {
-    for (const c of children) c.kill('SIGTERM');
-    await Promise.all(children.map((c) => (c.exitCode !== null ? undefined : new Promise((r) => c.once('exit', r)))));
+    for (const s of services) s.child.kill('SIGTERM');
+    await Promise.all(services.map((s) => s.exited));
     await admin?.query(`drop schema if exists ${schema} cascade`);
     await admin?.end();
   });

@@ -3,24 +3,22 @@
 // the middle of a payment, once after the chain took it and once before its settle was sent; the
 // same PAYMENT-SIGNATURE sent again to the other process delivers the report, settled once. And
 // copies of one payment sent at once to both processes settle once.
-import { spawn, type ChildProcess } from 'node:child_process';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { freePort } from '../../src/devnet/index.js';
 import { ManualClock } from '../../src/platform/clock.js';
 import { testDialect } from '../helpers/db.js';
+import { startServiceProcess, type ServiceProcess } from '../helpers/service-process.js';
 import { paidRowOf, signPayment, startHttpProxy, startPaidStack, type PaidStack, type ProxyRule } from '../helpers/paid.js';
 
 const QUICK_PRICE = 1_000n;
 const FACILITATOR_TIMEOUT_MS = 3000;
 /** settlement.ts settleLeaseMs: how long after a settle was sent no other one is. */
 const LEASE_MS = 2 * FACILITATOR_TIMEOUT_MS + 30_000;
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 describe.skipIf(testDialect !== 'sqlite')('two processes on one SQLite file', () => {
   let s: PaidStack; // this process
   let clock: ManualClock;
   let proxy: Awaited<ReturnType<typeof startHttpProxy>>; // the child's facilitator
-  let child: { process: ChildProcess; exited: Promise<unknown>; url: string } | undefined;
+  let child: ServiceProcess | undefined;
 
   beforeAll(async () => {
     clock = new ManualClock(new Date());
@@ -29,8 +27,8 @@ describe.skipIf(testDialect !== 'sqlite')('two processes on one SQLite file', ()
   });
   afterEach(async () => {
     proxy.setRule(null);
-    if (child && child.process.exitCode === null && child.process.signalCode === null) {
-      child.process.kill('SIGKILL');
+    if (child && child.child.exitCode === null && child.child.signalCode === null) {
+      child.child.kill('SIGKILL');
       await child.exited;
     }
     child = undefined;
@@ -41,40 +39,25 @@ describe.skipIf(testDialect !== 'sqlite')('two processes on one SQLite file', ()
   });
 
   async function startChild() {
-    const port = await freePort();
-    const proc = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], {
-      env: {
-        ...process.env,
-        HOST: '127.0.0.1',
-        PORT: String(port),
-        DATABASE_URL: s.t.database.url,
-        BASE_RPC_URLS: s.devnet.rpcUrl,
-        FACILITATOR_URL: proxy.url,
-        PAY_TO: s.payTo,
-        // The same resource URL as this process's challenges (testConfig's).
-        PUBLIC_BASE_URL: s.t.config.publicBaseUrl,
-        FACILITATOR_TIMEOUT_MS: String(FACILITATOR_TIMEOUT_MS),
-        RATE_LIMITS: 'off',
-        LOG_LEVEL: 'silent',
-      },
-      stdio: 'ignore',
+    child = await startServiceProcess({
+      DATABASE_URL: s.t.database.url,
+      BASE_RPC_URLS: s.devnet.rpcUrl,
+      FACILITATOR_URL: proxy.url,
+      PAY_TO: s.payTo,
+      // The same resource URL as this process's challenges (testConfig's).
+      PUBLIC_BASE_URL: s.t.config.publicBaseUrl,
+      FACILITATOR_TIMEOUT_MS: String(FACILITATOR_TIMEOUT_MS),
+      RATE_LIMITS: 'off',
+      LOG_LEVEL: 'silent',
     });
-    const exited = new Promise((done) => proc.once('exit', done));
-    const url = `http://127.0.0.1:${port}`;
-    for (let i = 0; ; i++) {
-      if (await fetch(`${url}/healthz`).then((r) => r.ok, () => false)) break;
-      if (i > 300) throw new Error('the child service did not start');
-      await sleep(100);
-    }
-    child = { process: proc, exited, url };
     return child;
   }
 
   /** Kills the child at its settle call: after the real facilitator settled it, or before it is sent. */
-  const killAtSettle = (c: NonNullable<typeof child>, after: boolean): ProxyRule => async (req, forward) => {
+  const killAtSettle = (c: ServiceProcess, after: boolean): ProxyRule => async (req, forward) => {
     if (req.url !== '/settle') return forward();
     if (after) await forward();
-    c.process.kill('SIGKILL');
+    c.child.kill('SIGKILL');
     await c.exited;
     return 'drop';
   };
@@ -97,7 +80,7 @@ describe.skipIf(testDialect !== 'sqlite')('two processes on one SQLite file', ()
     proxy.setRule(killAtSettle(c, afterChain));
     await expect(fetch(`${c.url}/api/quick-check`, { headers: { 'payment-signature': sig } })).rejects.toThrow();
     await c.exited;
-    expect(c.process.signalCode).toBe('SIGKILL');
+    expect(c.child.signalCode).toBe('SIGKILL');
     return { sig, charged };
   }
 
