@@ -66,6 +66,11 @@ export interface PaymentDeps extends AppDeps {
  * before anything here) -> 402 challenge -> facilitator verify -> produce -> store durably ->
  * settle -> 200. A payment is never settled for a report that was not stored, and one
  * authorization buys one report: its payer:nonce is a unique key in storage.
+ *
+ * One step comes before verify that DESIGN.md's order leaves out: the lookup of that payer:nonce.
+ * The facilitator refuses a nonce already used on chain, so a retry of a settled purchase (same
+ * payment, same input) could never get its stored report back if verify came first; the lookup
+ * compares the whole payment payload and the input, so it hands nothing to anyone else.
  */
 export class PaidReports {
   readonly store: PaidReportStore;
