@@ -118,6 +118,25 @@ describe('GET /openapi.json', () => {
     expect(extra).toEqual([]);
   });
 
+  /** Every operation of the document, as [`method path`, operation]. */
+  const operations = () =>
+    Object.entries(doc.paths as Record<string, Record<string, any>>).flatMap(([path, ops]) =>
+      Object.entries(ops).filter(([method]) => (HTTP_METHODS as readonly string[]).includes(method)).map(([method, op]) => [`${method} ${path}`, op] as const),
+    );
+
+  it('names every operation with a unique operationId, which generated clients make their function names', () => {
+    const ops = operations();
+    expect(ops.length).toBe(31);
+    const missing = ops.filter(([, op]) => typeof op.operationId !== 'string').map(([name]) => name);
+    expect(missing).toEqual([]);
+    const ids = ops.map(([, op]) => op.operationId as string);
+    expect(ids.filter((id) => !/^[a-z][A-Za-z0-9]*$/.test(id))).toEqual([]);
+    expect(ids.filter((id, i) => ids.indexOf(id) !== i)).toEqual([]);
+    expect(doc.paths['/api/spendpolicy/decisions'].post.operationId).toBe('createDecision');
+    // The paid reports carry their names from the price table the catalogue shows.
+    expect(doc.paths['/api/verify-payment'].post.operationId).toBe('paymentProof');
+  });
+
   it('documents a 503 problem on every operation: any request may meet a shutdown or a storage failure', () => {
     const ops = Object.entries(doc.paths as Record<string, Record<string, any>>).flatMap(([path, o]) => Object.entries(o).map(([m, op]) => [`${m} ${path}`, op]));
     expect(ops.length).toBeGreaterThan(20);

@@ -97,7 +97,7 @@ export const catalogueRoutes: FastifyPluginAsyncTypebox<AppDeps> = async (app, d
     };
   });
 
-  app.get('/api/services', { schema: { tags: ['catalogue'], summary: 'Public catalogue of free tools and paid services', response: { 200: Catalogue } } }, async () => catalogue as never);
+  app.get('/api/services', { schema: { tags: ['catalogue'], operationId: 'getCatalogue', summary: 'Public catalogue of free tools and paid services', response: { 200: Catalogue } } }, async () => catalogue as never);
   // Content declared per media type: the generator documents it as given, and Fastify serializes
   // the document with a schema that keeps every member (the texts are strings, sent as they are).
   const document = { description: 'This OpenAPI 3.1.0 document', content: { 'application/json': { schema: Type.Object({}, { additionalProperties: true }) } } };
@@ -105,10 +105,10 @@ export const catalogueRoutes: FastifyPluginAsyncTypebox<AppDeps> = async (app, d
   // Serialized once, on the first request (the routes are all registered by then): built and
   // serialized anew, 312 KB cost 10 ms of CPU per request, for anyone to ask for, pipelined.
   let openapi: Buffer | undefined;
-  app.get('/openapi.json', { schema: { tags: ['catalogue'], summary: 'This OpenAPI 3.1.0 document', response: { 200: document } } }, async (_req, reply) => {
+  app.get('/openapi.json', { schema: { tags: ['catalogue'], operationId: 'getOpenApiDocument', summary: 'This OpenAPI 3.1.0 document', response: { 200: document } } }, async (_req, reply) => {
     openapi ??= Buffer.from(JSON.stringify(app.swagger()));
     return reply.type('application/json; charset=utf-8').send(openapi);
   });
-  app.get('/terms', { schema: { tags: ['catalogue'], summary: 'Terms of service (plain text)', response: { 200: text } } }, async (_req, reply) => reply.type('text/plain; charset=utf-8').send(TERMS));
-  app.get('/privacy', { schema: { tags: ['catalogue'], summary: 'Privacy policy (plain text)', response: { 200: text } } }, async (_req, reply) => reply.type('text/plain; charset=utf-8').send(PRIVACY));
+  app.get('/terms', { schema: { tags: ['catalogue'], operationId: 'getTerms', summary: 'Terms of service (plain text)', response: { 200: text } } }, async (_req, reply) => reply.type('text/plain; charset=utf-8').send(TERMS));
+  app.get('/privacy', { schema: { tags: ['catalogue'], operationId: 'getPrivacy', summary: 'Privacy policy (plain text)', response: { 200: text } } }, async (_req, reply) => reply.type('text/plain; charset=utf-8').send(PRIVACY));
 };

@@ -51,6 +51,7 @@ export const evidenceRoutes: FastifyPluginAsyncTypebox<EvidenceRouteDeps> = asyn
       schema: {
         tags,
         security,
+        operationId: 'createEvidenceChain',
         summary: 'Create an evidence chain: an immutable payment intent and a protected decision (agent key)',
         description:
           'Makes a protected decision under the policy (same rules, same daily budget as /api/spendpolicy/decisions) and stores it with the intent; the chain starts with a PRECHECK_COMPLETED event holding the decision and its signed receipt. 201 when created; the identical intent again answers 200 with replayed true and spends nothing; a changed intent under the same policyId and requestId is 409, as is a requestId already used by a plain decision. Never authorizes or executes a payment and runs no paid check.',
@@ -74,6 +75,7 @@ export const evidenceRoutes: FastifyPluginAsyncTypebox<EvidenceRouteDeps> = asyn
       schema: {
         tags,
         security,
+        operationId: 'getEvidenceChain',
         summary: 'Read a chain: the intent, its digest and every event in order, hash-linked',
         description:
           "A key of another policy gets 404, as an unknown chain does. Every event carries a linkReceipt signed when it was appended over its hash (which covers prevHash, so every event before it and the intent too); head is signed at read time over the chain's length and last hash. Anyone can check the chain offline with only the JWKS: `paywarden evidence verify <chain.json> --jwks <file|url>` recomputes the intent digest and every event hash, checks the order of events (one PRECHECK_COMPLETED first, at most one preflight, no settlement after a MATCH nor of a transaction after its final result, unique evidenceIds, createdAt never going back) and verifies every receipt, link and the head. Events recorded before links were signed have no linkReceipt; verify names them as unsigned, a warning when the signed head (which covers every event) verifies.",
@@ -90,6 +92,7 @@ export const evidenceRoutes: FastifyPluginAsyncTypebox<EvidenceRouteDeps> = asyn
       schema: {
         tags,
         security,
+        operationId: 'getEvidenceChainSummary',
         summary: 'Summary of a chain: pre-authorization, preflight, settlement and reconciliation state',
         description: 'reconciliation is NOT_SUBMITTED until settlement evidence exists. UNKNOWN is not verification; MATCH describes an observed transfer and is not permission to pay.',
         params: ChainParams,
@@ -105,6 +108,7 @@ export const evidenceRoutes: FastifyPluginAsyncTypebox<EvidenceRouteDeps> = asyn
       schema: {
         tags,
         security,
+        operationId: 'attachEvidencePreflight',
         summary: 'Attach a transaction preflight of the unsigned transaction (agent key, pilot policy)',
         description:
           'Runs the transaction preflight on the unsigned input and appends TRANSACTION_PREFLIGHT_COMPLETED. The input has its own digest; the caller must verify that it represents the intended transaction (intentCheck compares a plain USDC transfer with the intent). Nothing is signed or executed. The same preflight again answers the recorded one (replayed true); a different one is 409. 503 when direct pilot checks are not enabled for the policy, or the chain cannot be read (an RPC that does not say it serves Base, eth_chainId 8453, counts as unreadable).',
@@ -126,6 +130,7 @@ export const evidenceRoutes: FastifyPluginAsyncTypebox<EvidenceRouteDeps> = asyn
       schema: {
         tags,
         security,
+        operationId: 'reconcileEvidenceSettlement',
         summary: 'Reconcile a settlement transaction against the immutable intent (agent key, pilot policy)',
         description: `Reads the transaction's USDC Transfer logs and appends SETTLEMENT_RECONCILED: MATCH (one transfer pays the recipient exactly the amount, from expectedFrom when given, with at least ${deps.config.minConfirmations} confirmation(s)), MISMATCH (a USDC transfer differs; mismatches names the intent fields), PENDING (not mined or too few confirmations), FAILED (reverted), UNKNOWN (not found, or Base could not be read). The same txHash after a final result (MATCH, MISMATCH, FAILED) answers the stored evidence with replayed true; PENDING and UNKNOWN may be reconciled again, with the same or another txHash, and so may another txHash after a MISMATCH or FAILED (its transaction did not pay the intent; the next may). Another txHash after a MATCH, or a conflicting submission recorded concurrently, is 409: read the chain. One payment settles one intent within a policy: a transfer already reconciled as MATCH by another chain of the same policy gives MISMATCH, naming that chain, unless another transfer of the same transaction pays that chain too (it then moves there, and both MATCH, whichever was reconciled first). Chains of other policies do not count: a transfer is public, so another tenant's chain naming it is that tenant's own record and never blocks this one.`,
         params: ChainParams,

@@ -9,7 +9,7 @@ const Status = Type.Object({ status: Type.String() });
 export const healthRoutes: FastifyPluginAsyncTypebox<AppDeps> = async (app, deps) => {
   app.get(
     '/healthz',
-    { schema: { tags: ['health'], summary: 'The process is alive', response: { 200: Status } } },
+    { schema: { tags: ['health'], operationId: 'getHealth', summary: 'The process is alive', response: { 200: Status } } },
     async () => ({ status: 'ok' }),
   );
   app.get(
@@ -17,6 +17,7 @@ export const healthRoutes: FastifyPluginAsyncTypebox<AppDeps> = async (app, deps
     {
       schema: {
         tags: ['health'],
+        operationId: 'getReadiness',
         summary: 'The database answers (PostgreSQL: and takes writes; SQLite: and no WAL sync has failed); 503 otherwise',
         response: { 200: Status, ...problems(503) },
       },

@@ -31,6 +31,7 @@ export const leadRoutes: FastifyPluginAsyncTypebox<AppDeps> = async (app, deps) 
       preHandler: deps.limiter.hook('pilotLeads'),
       schema: {
         tags: ['leads'],
+        operationId: 'createPilotLead',
         summary: 'Request a company pilot (a one-time 49 USDC bounded integration and validation pilot)',
         description: 'Creates no order and authorizes no payment. Contact data is kept for 90 days.',
         body: PilotLeadRequest,

@@ -63,6 +63,7 @@ export const orderRoutes: FastifyPluginAsyncTypebox<AppDeps & { reports: PaidRep
       onRequest: deps.limiter.hook('orderCreate'),
       schema: {
         tags: ['paid reports'],
+        operationId: 'createOrder',
         summary: 'Create a recovery order before paying for a report',
         description: 'Store id and key privately, then send them as Report-Id and Recovery-Key with the paid request. Nothing is charged here.',
         body: CreateOrder,
@@ -84,6 +85,7 @@ export const orderRoutes: FastifyPluginAsyncTypebox<AppDeps & { reports: PaidRep
     {
       schema: {
         tags: ['paid reports'],
+        operationId: 'recoverOrder',
         summary: 'Restore a paid report without paying again',
         description:
           '200 with the original report and its receipt once the payment is settled; 202 while unpaid or pending (pending: do not pay again). Pass txHash for an interrupted payment that settled. ' +

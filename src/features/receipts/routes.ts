@@ -22,6 +22,7 @@ export const jwksRoutes: FastifyPluginAsyncTypebox<AppDeps & { receipts: Receipt
     {
       schema: {
         tags: ['catalogue'],
+        operationId: 'getJwks',
         summary: 'Public keys that sign receipts',
         description:
           'To verify a receipt offline: compute sha256 over the RFC 8785 canonical JSON of the subject (the decision or report), compare with receipt.digest, then verify receipt.signature (base64url Ed25519) over those 32 digest bytes with the key whose kid is receipt.keyId. The first key signs new receipts; the others signed earlier ones (after a signing-key change) and stay published so that those still verify. A key the operator withdrew (it leaked) is no longer listed, and receipts it signed no longer verify.',

@@ -95,6 +95,8 @@ export class PaidReports {
       onSend: noStore,
       schema: {
         tags: ['paid reports'],
+        // The report's name in the price table and the catalogue, so that generated clients call it that.
+        operationId: def.name,
         summary: `${def.summary} (x402: ${report.price} USDC)`,
         description: `${def.description}\n\nCharged ${report.price} USDC per delivered report, INCOMPLETE or negative results included. Without PAYMENT-SIGNATURE the answer is 402 with PAYMENT-REQUIRED (nothing charged). The same PAYMENT-SIGNATURE again returns the stored report without a second charge (another input: 409) for ${this.deps.config.paidReplayWindowSeconds} s after an answer first carried it; past that it is 409 whatever the input (a settled payment's signature is public on chain). Send Report-Id and Recovery-Key (from POST /api/orders) to be able to restore the report through POST /api/orders/recover. A source whose payments the facilitator refused ${this.deps.config.refusedPaymentLimit} times within an hour gets 429 with Retry-After for the rest of that hour, before any facilitator call (a report it already bought is still delivered).`,
         security: [{ x402: [] }],

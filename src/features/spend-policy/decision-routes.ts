@@ -15,6 +15,7 @@ export const decisionRoutes: FastifyPluginAsyncTypebox<AppDeps & { decisions: De
     {
       schema: {
         tags: ['spend-policy'],
+        operationId: 'createDecision',
         summary: 'Ask the protected policy for a decision (agent key); stored with a signed receipt',
         description:
           'The remaining daily budget (UTC day) and repeat counts come from stored decisions, never from the caller. APPROVE spends budget at once; HUMAN_APPROVAL spends nothing until an administrator approves. The same requestId with identical content returns the stored decision and spends nothing again; with different content 409. While the policy or agent is inactive every request is 403, a retry of an earlier one included. The decision never authorizes or executes a payment.',
@@ -35,6 +36,7 @@ export const decisionRoutes: FastifyPluginAsyncTypebox<AppDeps & { decisions: De
     {
       schema: {
         tags: ['spend-policy'],
+        operationId: 'getDecision',
         summary: "Read a stored decision and its receipt (the policy's admin or agent key)",
         security: [{ adminKey: [] }, { agentKey: [] }],
         params: Params,
@@ -58,6 +60,7 @@ export const decisionRoutes: FastifyPluginAsyncTypebox<AppDeps & { decisions: De
     {
       schema: {
         tags: ['spend-policy'],
+        operationId: 'approveDecision',
         summary: 'Approve a pending HUMAN_APPROVAL decision (admin key); spends the budget now',
         description:
           'The payment is spent at approval: it counts against the daily budget and repeat limit of the UTC day of the approval, which may be the day after the request. 409 when the policy revision changed since the decision, the budget or another limit no longer allows it, the policy or agent is inactive, or the decision is not pending; 410 when the approval request expired. The body is optional.',

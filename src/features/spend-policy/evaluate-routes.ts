@@ -55,6 +55,7 @@ export const evaluateRoutes: FastifyPluginAsyncTypebox<AppDeps> = async (app, de
       onRequest: deps.limiter.hook('evaluate'),
       schema: {
         tags: ['spend-policy'],
+        operationId: 'evaluateSpend',
         summary: 'Evaluate a proposed USDC spend against a caller-supplied policy (free, stateless, advisory)',
         description:
           'Advisory only: the policy comes from the caller, so a separate trusted signer or approval service must enforce it. Nothing is stored, invoked or charged. Limited to 120 requests per 3600 s per source.',

@@ -90,6 +90,7 @@ export const policyRoutes: FastifyPluginAsyncTypebox<AppDeps & { decisions: Deci
       onSend: noStore,
       schema: {
         tags: ['spend-policy'],
+        operationId: 'createPolicy',
         summary: 'Create a protected spend policy; answers one admin key and one agent key, each shown once',
         description: `Keys are stored only as SHA-256 hashes and cannot be recovered. Pilot access lasts 30 days. A source may create ${deps.config.policyCreateLimit} policies per day.`,
         body: CreatePolicyRequest,
@@ -108,6 +109,7 @@ export const policyRoutes: FastifyPluginAsyncTypebox<AppDeps & { decisions: Deci
     {
       schema: {
         tags: ['spend-policy'],
+        operationId: 'getPolicy',
         summary: 'Read a policy (admin key); never shows secret hashes',
         security: adminSecurity,
         params: Params,
@@ -126,6 +128,7 @@ export const policyRoutes: FastifyPluginAsyncTypebox<AppDeps & { decisions: Deci
     {
       schema: {
         tags: ['spend-policy'],
+        operationId: 'replacePolicy',
         summary: 'Replace the policy rules (admin key); revision + 1',
         description:
           'Send If-Match: "<revision>" (the ETag) to replace only the revision you read: 412 when the policy is at another revision, 400 when If-Match is not a list of entity tags. Pending HUMAN_APPROVAL decisions made under an older revision can no longer be approved.',
@@ -161,6 +164,7 @@ export const policyRoutes: FastifyPluginAsyncTypebox<AppDeps & { decisions: Deci
     {
       schema: {
         tags: ['spend-policy'],
+        operationId: 'listPolicyDecisions',
         summary: 'List the decisions of a policy, newest first (admin key); status=PENDING finds what waits for approval',
         security: adminSecurity,
         params: Params,
@@ -181,6 +185,7 @@ export const policyRoutes: FastifyPluginAsyncTypebox<AppDeps & { decisions: Deci
       onSend: noStore,
       schema: {
         tags: ['spend-policy'],
+        operationId: 'rotateAgentKey',
         summary: 'Replace the agent key (admin key); the old one stops working at once',
         description:
           'Answers 409 when another request replaced the agent key after this one read the policy: the key that request answered is the one in force. Rotate again for a key of your own (which ends that one). Decisions the old key asked for stay as they are: its pending HUMAN_APPROVAL requests can still be approved (or expire), so review the PENDING list before approving any.',
@@ -206,6 +211,7 @@ export const policyRoutes: FastifyPluginAsyncTypebox<AppDeps & { decisions: Deci
       onSend: noStore,
       schema: {
         tags: ['spend-policy'],
+        operationId: 'rotateAdminKey',
         summary: 'Replace the admin key (admin key); the old one stops working at once',
         description:
           'For an admin key that leaked: the answer is the only place the new key is shown. Of two rotations at once, one answers the new key and the other 404, as the key it came with no longer exists; so does any write (PUT, a rotation) with the old key that was still under way. An administrator locked out (the key lost, or replaced by whoever took it) asks the operator (`paywarden policy admin-key`).',

@@ -24,6 +24,7 @@ export const tokenRoutes: FastifyPluginAsyncTypebox<AppDeps> = async (app, deps)
       onRequest: deps.limiter.hook('tokenPreview'),
       schema: {
         tags: ['tokens'],
+        operationId: 'previewToken',
         summary: 'Token market preview (free): identity, price, liquidity, volume, pairs; no security verdict',
         description: [
           'Market data from DexScreener, failing over to GeckoTerminal. Only pairs where the token is the BASE token count.',
@@ -44,6 +45,7 @@ export const tokenRoutes: FastifyPluginAsyncTypebox<AppDeps> = async (app, deps)
       onRequest: deps.limiter.hook('tokenCoverage'),
       schema: {
         tags: ['tokens'],
+        operationId: 'getTokenCoverage',
         summary: 'Which evidence the paid token-risk report could cover for a token (free)',
         description: [
           'Per category (identity, market, liquidity, contractCode, ownership, upgradeability, privilegedFunctions, transferSimulation, holderConcentration): available, partial or unavailable, with a reason.',
