@@ -34,6 +34,9 @@ export function openApiOptions(config: Config): SwaggerOptions {
         { name: 'spend-policy', description: 'Free evaluation and protected spend policies' },
         { name: 'leads', description: 'Company pilot requests' },
         { name: 'health', description: 'Liveness and readiness' },
+        { name: 'tokens', description: 'Free token market preview and evidence coverage' },
+        { name: 'paid reports', description: 'Reports paid per delivery over x402, and their recovery orders' },
+        { name: 'evidence-chains', description: 'Tamper-evident evidence of a payment: intent, decision, preflight and settlement' },
       ],
       components: {
         securitySchemes: {
@@ -83,7 +86,7 @@ export function installOptionalBodies(app: FastifyInstance): void {
 
 type Header = { description?: string; required?: boolean; schema: object };
 type Response = { description: string; headers?: Record<string, Header>; content?: Record<string, { schema?: object }> };
-type Operation = { responses?: Record<string, Response>; requestBody?: { required?: boolean }; [OPTIONAL_BODY]?: boolean };
+type Operation = { responses?: Record<string, Response>; requestBody?: { required?: boolean }; security?: Array<Record<string, string[]>>; [OPTIONAL_BODY]?: boolean };
 type Document = { paths?: Record<string, Record<string, Operation | unknown>> };
 
 /**
@@ -99,6 +102,9 @@ type Document = { paths?: Record<string, Record<string, Operation | unknown>> };
 function withWhatEveryResponseSays(doc: Document): Document {
   for (const operations of Object.values(doc.paths ?? {})) {
     for (const operation of Object.values(operations) as (Operation | undefined)[]) {
+      // An operation that names no security scheme takes no key: say so, rather than leave
+      // linters and generators to guess whether a root-level requirement was forgotten.
+      if (operation?.responses) operation.security ??= [];
       if (operation?.[OPTIONAL_BODY]) {
         delete operation[OPTIONAL_BODY];
         if (operation.requestBody) operation.requestBody.required = false;

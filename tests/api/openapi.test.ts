@@ -137,6 +137,23 @@ describe('GET /openapi.json', () => {
     expect(doc.paths['/api/verify-payment'].post.operationId).toBe('paymentProof');
   });
 
+  it('declares every tag an operation uses', () => {
+    const declared = (doc.tags as Array<{ name: string; description?: string }>).map((t) => t.name);
+    const used = [...new Set(operations().flatMap(([, op]) => op.tags as string[]))];
+    expect(used.filter((t) => !declared.includes(t))).toEqual([]);
+  });
+
+  it('says which key every operation takes: a bearer scheme where a 401 is possible, and an explicit empty requirement where none is needed', () => {
+    const bearerSchemes = Object.entries(doc.components.securitySchemes as Record<string, { type: string }>).filter(([, s]) => s.type === 'http').map(([n]) => n);
+    for (const [name, op] of operations()) {
+      expect(Array.isArray(op.security), name).toBe(true);
+      const bearer = (op.security as Array<Record<string, unknown>>).some((req) => Object.keys(req).some((k) => bearerSchemes.includes(k)));
+      expect(bearer, name).toBe('401' in op.responses);
+    }
+    expect(doc.paths['/api/spendpolicy/evaluate'].post.security).toEqual([]);
+    expect(doc.paths['/api/token-risk'].post.security).toEqual([{ x402: [] }]);
+  });
+
   it('documents a 503 problem on every operation: any request may meet a shutdown or a storage failure', () => {
     const ops = Object.entries(doc.paths as Record<string, Record<string, any>>).flatMap(([path, o]) => Object.entries(o).map(([m, op]) => [`${m} ${path}`, op]));
     expect(ops.length).toBeGreaterThan(20);
