@@ -4,7 +4,7 @@ import type { Config } from '../config.js';
 import { ERROR_CODES, type ErrorCode } from './errors.js';
 import { SINGLE_HEADERS } from './http.js';
 import { NETWORK, USDC_ADDRESS } from './prices.js';
-import { problems } from './schemas.js';
+import { Problem, problems } from './schemas.js';
 
 export const API_VERSION = '1.5.0-rc.1';
 
@@ -87,7 +87,7 @@ export function installOptionalBodies(app: FastifyInstance): void {
 type Header = { description?: string; required?: boolean; schema: object };
 type Response = { description: string; headers?: Record<string, Header>; content?: Record<string, { schema?: object }> };
 type Operation = { responses?: Record<string, Response>; requestBody?: { required?: boolean }; security?: Array<Record<string, string[]>>; [OPTIONAL_BODY]?: boolean };
-type Document = { paths?: Record<string, Record<string, Operation | unknown>> };
+type Document = { paths?: Record<string, Record<string, Operation | unknown>>; components?: { schemas?: Record<string, object> } };
 
 /**
  * What @fastify/swagger cannot take from a route's schema: a body marked optional
@@ -120,7 +120,7 @@ function withWhatEveryResponseSays(doc: Document): Document {
         if (response.description === 'Default Response') response.description = STATUS_TEXT[status] ?? `HTTP ${status}`;
         response.headers = { 'x-request-id': REQUEST_ID_HEADER, ...response.headers };
         const json = response.content?.['application/json'];
-        if (Number(status) >= 400 && json) response.content = { 'application/problem+json': json };
+        if (Number(status) >= 400 && json) response.content = { 'application/problem+json': isProblem(json.schema) ? { schema: { $ref: PROBLEM_REF } } : json };
         const challenge = response.headers['PAYMENT-REQUIRED'];
         if (challenge && (status === '402' || status === '412')) challenge.required = true;
         if (status === '401') response.headers['WWW-Authenticate'] ??= BEARER_CHALLENGE_HEADER;
@@ -128,7 +128,21 @@ function withWhatEveryResponseSays(doc: Document): Document {
       }
     }
   }
+  doc.components = { ...doc.components, schemas: { ...doc.components?.schemas, Problem: structuredClone(Problem) } };
   return doc;
+}
+
+/**
+ * Every problem body is one named schema, components.schemas.Problem: inline, each of the 150-odd
+ * error responses had its own copy, which generators turned into as many types (orval:
+ * PostApiSpendpolicyDecisions409, ...). What each status means stays in the response's
+ * description. A schema is a problem body when it has exactly Problem's members.
+ */
+const PROBLEM_REF = '#/components/schemas/Problem';
+const PROBLEM_SHAPE = JSON.stringify({ properties: Problem.properties, required: Problem.required });
+function isProblem(schema: unknown): boolean {
+  const s = schema as { type?: string; properties?: unknown; required?: unknown } | undefined;
+  return s?.type === 'object' && JSON.stringify({ properties: s.properties, required: s.required }) === PROBLEM_SHAPE;
 }
 
 /**

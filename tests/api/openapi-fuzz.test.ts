@@ -182,6 +182,7 @@ async function makeWorld(): Promise<World> {
 
   const res = await t.app.inject({ method: 'GET', url: '/openapi.json' });
   expect(res.statusCode).toBe(200);
+  registerComponents(json(res));
   return {
     t,
     doc: json(res),
@@ -976,10 +977,18 @@ const ajv = new Ajv2020({ strict: false, allErrors: true, validateFormats: true 
 const ADDRESS_FORMAT = 'evm-address';
 const noChecksum = (hex: string) => hex === hex.toLowerCase() || hex === hex.toUpperCase();
 ajv.addFormat(ADDRESS_FORMAT, { type: 'string', validate: (s: string) => noChecksum(s.slice(2)) || isAddress(s, { strict: true }) });
+/** The document's named schemas (components.schemas), which its `#/components/...` references name. */
+const DOCUMENT_ID = 'paywarden:openapi.json';
+const registerComponents = (doc: { components?: object }) => {
+  ajv.removeSchema(DOCUMENT_ID);
+  ajv.addSchema({ $id: DOCUMENT_ID, components: doc.components }, DOCUMENT_ID);
+};
 const compiled = new Map<object, ValidateFunction>();
 const validator = (schema: object) => {
   let v = compiled.get(schema);
-  if (!v) compiled.set(schema, (v = ajv.compile(schema)));
+  const ref = (schema as { $ref?: unknown }).$ref;
+  const local = typeof ref === 'string' && ref.startsWith('#/') ? { $ref: DOCUMENT_ID + ref } : schema;
+  if (!v) compiled.set(schema, (v = ajv.compile(local)));
   return v;
 };
 

@@ -118,6 +118,23 @@ describe('GET /openapi.json', () => {
     expect(extra).toEqual([]);
   });
 
+  /** A schema, or the components schema its local $ref names. */
+  const deref = (schema: any): any => {
+    if (typeof schema?.$ref !== 'string') return schema;
+    expect(schema.$ref).toMatch(/^#\/components\/schemas\/[A-Za-z0-9]+$/);
+    return doc.components.schemas[schema.$ref.split('/').at(-1)];
+  };
+
+  it('names the problem body once, as components.schemas.Problem, which every error response references', () => {
+    const problem = doc.components.schemas.Problem;
+    expect(problem).toMatchObject({ type: 'object', description: 'RFC 9457 problem body' });
+    expect(problem.required).toEqual(['type', 'title', 'status', 'code', 'detail', 'requestId']);
+    expect(Object.keys(problem.properties)).toEqual(['type', 'title', 'status', 'code', 'detail', 'requestId', 'errors', 'retryAfter']);
+    // No inline copy left anywhere: each became a type of its own in generated clients.
+    expect(JSON.stringify(doc.paths)).not.toContain('Stable machine-readable error code');
+    expect(JSON.stringify(doc.paths).match(/"#\/components\/schemas\/Problem"/g)!.length).toBeGreaterThan(150);
+  });
+
   /** Every operation of the document, as [`method path`, operation]. */
   const operations = () =>
     Object.entries(doc.paths as Record<string, Record<string, any>>).flatMap(([path, ops]) =>
@@ -159,7 +176,7 @@ describe('GET /openapi.json', () => {
     expect(ops.length).toBeGreaterThan(20);
     for (const [name, op] of ops) {
       const unavailable = op.responses['503'];
-      expect(unavailable?.content?.['application/problem+json']?.schema?.required, name).toEqual(expect.arrayContaining(['code', 'requestId']));
+      expect(deref(unavailable?.content?.['application/problem+json']?.schema)?.required, name).toEqual(expect.arrayContaining(['code', 'requestId']));
       expect(unavailable.description, name).toMatch(/Storage unavailable.*Shutting down/);
       expect(unavailable.headers?.['Retry-After']?.schema?.type, name).toBe('integer');
       if (op.responses['401']) expect(op.responses['401'].headers?.['WWW-Authenticate']?.required, name).toBe(true);
@@ -205,7 +222,7 @@ describe('GET /openapi.json', () => {
       const res = doc.paths[path][method].responses['402'];
       expect(res, path).toBeDefined();
       expect(res.headers?.['PAYMENT-REQUIRED']?.schema?.type, path).toBe('string');
-      const schema = Object.values(res.content as Record<string, { schema: any }>)[0]!.schema;
+      const schema = deref(Object.values(res.content as Record<string, { schema: any }>)[0]!.schema);
       expect(schema.required, path).toEqual(expect.arrayContaining(['type', 'title', 'status', 'code', 'requestId']));
       expect(res.description, path).toMatch(/payment_required/);
       expect(res.description, path).toMatch(/payment_invalid/);
@@ -263,7 +280,8 @@ describe('GET /openapi.json', () => {
           errors++;
           expect(Object.keys(res.content), `${method} ${path} ${status}`).toEqual(['application/problem+json']);
           // DESIGN.md section 3: every error body has these members (problemBody always writes detail).
-          expect(res.content['application/problem+json'].schema.required, `${method} ${path} ${status}`).toEqual(expect.arrayContaining(['type', 'title', 'status', 'code', 'detail', 'requestId']));
+          expect(res.content['application/problem+json'].schema, `${method} ${path} ${status}`).toEqual({ $ref: '#/components/schemas/Problem' });
+          expect(deref(res.content['application/problem+json'].schema).required, `${method} ${path} ${status}`).toEqual(expect.arrayContaining(['type', 'title', 'status', 'code', 'detail', 'requestId']));
           if (status === '429') expect(res.headers?.['Retry-After']?.schema?.type, `${method} ${path}`).toBe('integer');
         }
       }
