@@ -214,6 +214,20 @@ describe('decisions decided together in one batch', () => {
     expect(await spent(q.id, '2026-01-15')).toBe(1_000_000n);
   });
 
+  it('fail a job of writes.run alone with its 4xx (an approval refused, say), and store the decisions of its batch', async () => {
+    const p = await policy();
+    // queued in one tick: a decision, a job that fails with a 4xx before writing, another decision
+    const first = p.decide('y1', '1');
+    const refused = fixture.service.writes.run([p.id], async () => {
+      throw new AppError('approval_conflict', 'the decision is not waiting for approval');
+    });
+    const last = p.decide('y2', '2');
+    const outcomes = await settle([first, refused as Promise<never>, last]);
+    expect(commits).toHaveBeenCalledTimes(1);
+    expect(outcomes.map(verdict)).toEqual(['APPROVE', 'approval_conflict', 'APPROVE']);
+    expect(await spent(p.id, '2026-01-15')).toBe(3_000_000n);
+  });
+
   it('fail every request of the batch, and store none of it, when a job fails with anything but a 4xx', async () => {
     const p = await policy();
     const broken = new Error('disk on fire');
