@@ -79,4 +79,44 @@ describe.skipIf(testDialect !== 'postgres')('a policy row locked outside the ser
       await t.close();
     }
   });
+  it('sends a policy first found held in a batch shared with another to a lane of its own too', async () => {
+    const t = await createTestApp();
+    const quick = await sharedDatabase(t.database, { pgLockTimeoutMs: 1_000 });
+    const s = await createTestApp({ database: quick });
+    const holder = new pg.Client({ connectionString: t.database.url, options: `-c search_path=${t.database.pgSchema}` });
+    await holder.connect();
+    try {
+      const o = await createPolicy(s);
+      let p = await createPolicy(s);
+      while (laneOf(p.policyId) !== laneOf(o.policyId)) p = await createPolicy(s);
+      let q = await createPolicy(s);
+      while (laneOf(q.policyId) !== laneOf(o.policyId)) q = await createPolicy(s);
+      await holder.query('begin');
+      await holder.query('select id from policies where id = any($1) for update', [[o.policyId, p.policyId]]);
+
+      // o's request occupies the lane while it waits for its lock; p's first request and q's queue
+      // behind it and share the next batch, where p is found held for the first time.
+      const first = decideRaw(s, o, { amount: '1' });
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      const [rFirst, rp, rq] = await Promise.all([first, decideRaw(s, p, { amount: '1' }), decideRaw(s, q, { amount: '1' })]);
+      expectProblem(rFirst, 503, 'storage_unavailable');
+      expectProblem(rp, 503, 'storage_unavailable');
+      expect(rq.statusCode, rq.body).toBe(200);
+
+      // p's next request waits out the lock timeout apart: q's, sent after it, is answered first.
+      const order: string[] = [];
+      const pAgain = decideRaw(s, p, { amount: '1' }).then((r) => (order.push('p'), r));
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      const qAgain = decideRaw(s, q, { amount: '1' }).then((r) => (order.push('q'), r));
+      expect((await qAgain).statusCode).toBe(200);
+      expectProblem(await pAgain, 503, 'storage_unavailable');
+      expect(order).toEqual(['q', 'p']);
+    } finally {
+      await holder.query('rollback').catch(() => {});
+      await holder.end();
+      await s.close();
+      await quick.close();
+      await t.close();
+    }
+  });
 });
