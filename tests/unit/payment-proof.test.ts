@@ -1,12 +1,15 @@
 import { describe, expect, it } from 'vitest';
-import { encodeAbiParameters, encodeEventTopics, getAddress, pad, parseAbi, type Hex } from 'viem';
+import { BlockNotFoundError, encodeAbiParameters, encodeEventTopics, getAddress, MethodNotFoundRpcError, pad, parseAbi, RpcRequestError, type Hex } from 'viem';
 import {
   finalityOf,
+  gatherEvidence,
   judgePayment,
   type ExpectedPayment,
   type PaymentEvidence,
 } from '../../src/features/reports/payment-proof.js';
 import { decodeUsdcTransfers, publicTransfer, TRANSFER_TOPIC, type ReceiptLog } from '../../src/features/reports/usdc-transfers.js';
+import type { ChainClient } from '../../src/platform/chain.js';
+import { AppError } from '../../src/platform/errors.js';
 import { USDC_ADDRESS } from '../../src/platform/prices.js';
 
 const abi = parseAbi(['event Transfer(address indexed from, address indexed to, uint256 value)']);
@@ -174,5 +177,43 @@ describe('finalityOf', () => {
     [5n, null, null, null],
   ] as const)('block %s with safe %s and finalized %s is %s', (block, safe, finalized, label) => {
     expect(finalityOf(block, safe, finalized)).toBe(label);
+  });
+});
+
+describe('gatherEvidence', () => {
+  const HASH = `0x${'ab'.repeat(32)}` as const;
+  /** "Method not found" for a block tag, as viem raises it, with the HTTP status the node answered with. */
+  const tagRefused = (status?: number) =>
+    new MethodNotFoundRpcError(new RpcRequestError({ body: {}, error: { code: -32601, message: 'the method does not exist' }, url: 'http://node.invalid', status }));
+  /** A Base node whose receipt for HASH is in block 100, its head at `head`, and its tags as `tag` says. */
+  function node(head: bigint, tag: (blockTag: string) => Promise<{ number: bigint }>): ChainClient {
+    return {
+      getChainId: async () => 8453,
+      getTransactionReceipt: async () => ({ transactionHash: HASH, status: 'success', blockNumber: 100n, logs: [transferLog(PAYER, PAYEE, 1_500_000n, 0)] }),
+      getBlockNumber: async () => head,
+      getBlock: async ({ blockTag }: { blockTag: string }) => tag(blockTag),
+    } as unknown as ChainClient;
+  }
+
+  it('counts a mined transaction as 1 confirmation when the head read lags behind its block (a load-balanced node)', async () => {
+    const { evidence } = await gatherEvidence(node(98n, async () => ({ number: 90n })), HASH);
+    expect(evidence.confirmations).toBe(1);
+    expect(judgePayment(expectPay(), evidence, 1).verdict.decision).toBe('VERIFIED');
+  });
+
+  it('reads a block tag the node does not serve as no finality, but a server error saying the same as unreadable (502)', async () => {
+    const { evidence } = await gatherEvidence(node(104n, () => Promise.reject(tagRefused())), HASH);
+    expect(evidence).toMatchObject({ confirmations: 5, finality: null });
+    const failing = gatherEvidence(node(104n, () => Promise.reject(tagRefused(503))), HASH);
+    await expect(failing).rejects.toBeInstanceOf(AppError);
+    await expect(failing).rejects.toMatchObject({ code: 'upstream_unavailable' });
+    // Another JSON-RPC error (an internal error) is no word on the tag either: 502.
+    const internal = new RpcRequestError({ body: {}, error: { code: -32603, message: 'internal error' }, url: 'http://node.invalid' });
+    await expect(gatherEvidence(node(104n, () => Promise.reject(internal)), HASH)).rejects.toMatchObject({ code: 'upstream_unavailable' });
+  });
+
+  it('labels finality latest when the node serves the tags but has no such block yet', async () => {
+    const { evidence } = await gatherEvidence(node(104n, () => Promise.reject(new BlockNotFoundError({ blockNumber: undefined, blockHash: undefined }))), HASH);
+    expect(evidence.finality).toBe('latest');
   });
 });
