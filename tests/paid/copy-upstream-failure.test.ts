@@ -5,16 +5,23 @@
 // answer "nothing was charged" or an error that leads the client to sign a second payment.
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { randomBytes } from 'node:crypto';
+import { PassThrough } from 'node:stream';
+import { loggerOptions } from '../../src/app.js';
+import { testConfig } from '../../src/config.js';
 import { eventually, signPayment, startPaidStack, type PaidStack } from '../helpers/paid.js';
 import { startRpcProxy } from '../helpers/rpc-proxy.js';
 
 let s: PaidStack; // healthy instance
 let rpc: Awaited<ReturnType<typeof startRpcProxy>>;
 let b: PaidStack; // a second instance on the same database, whose RPC the test holds and then fails
+/** b's log lines at warn and above. */
+const bLog: string[] = [];
 beforeAll(async () => {
+  const stream = new PassThrough();
+  stream.on('data', (c: Buffer) => bLog.push(...c.toString('utf8').split('\n').filter(Boolean)));
   s = await startPaidStack();
   rpc = await startRpcProxy(s.devnet.rpcUrl);
-  b = await startPaidStack({ devnet: s.devnet, database: s.t.database, config: { rpcUrls: [rpc.url], rpcTimeoutMs: 5000 } });
+  b = await startPaidStack({ devnet: s.devnet, database: s.t.database, config: { rpcUrls: [rpc.url], rpcTimeoutMs: 5000 }, logger: loggerOptions(testConfig({ logLevel: 'warn' }), stream) });
 });
 afterAll(async () => {
   await b?.close();
@@ -64,11 +71,16 @@ it.each(CASES)('a copy whose $what fails after another copy bought the report de
     expect(first.status).toBe(200);
     const report = await first.json();
     release();
+    bLog.length = 0;
     const res = await second;
     const answer = await res.json();
     // The payment bought this report: the copy delivers it; never "nothing was charged".
     expect(res.status, JSON.stringify(answer)).toBe(200);
     expect(answer).toEqual(report);
+    // Delivered, and that is all: no failure raised after the report went out (which the
+    // service would log as an error of a request that in fact succeeded).
+    await new Promise((r) => setImmediate(r));
+    expect(bLog.filter((line) => (JSON.parse(line) as { level: number }).level >= 50)).toEqual([]);
   } finally {
     release();
     rpc.setRule(null);

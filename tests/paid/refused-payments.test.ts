@@ -4,7 +4,7 @@
 // report it already bought is still delivered.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { expectProblem } from '../helpers/problems.js';
-import { asInjected, signPayment, startPaidStack, type PaidStack } from '../helpers/paid.js';
+import { asInjected, signPayment, startHttpProxy, startPaidStack, type PaidStack, type ProxyRule } from '../helpers/paid.js';
 
 let s: PaidStack;
 beforeAll(async () => {
@@ -80,5 +80,72 @@ describe('refused payments sent at once', () => {
     expect(c.devnet.facilitator.calls.verify - before).toBe(2);
     expect(statuses.filter((st) => st === 402)).toHaveLength(2);
     expect(statuses.filter((st) => st === 429)).toHaveLength(18);
+  });
+});
+
+describe('payments the facilitator did not refuse', () => {
+  /** A stack (refused-payment limit 2) whose facilitator calls go through a proxy that `rule` drives. */
+  async function behindProxy() {
+    const proxy = await startHttpProxy(s.devnet.facilitatorUrl);
+    const stack = await startPaidStack({ devnet: s.devnet, config: { rateLimits: true, refusedPaymentLimit: 2, facilitatorUrl: proxy.url } });
+    return { stack, proxy, close: async () => (await stack.close(), await proxy.close()) };
+  }
+
+  it('do not count as refused when the facilitator could not be reached (502)', async () => {
+    const { stack, proxy, close } = await behindProxy();
+    try {
+      const url = `${stack.url}/api/quick-check`;
+      proxy.setRule(async (req, forward) => (req.url === '/verify' ? 'drop' : forward()));
+      for (let i = 0; i < 3; i++) {
+        const res = await fetch(url, { headers: { 'payment-signature': await signPayment(stack, 3, url) } });
+        expectProblem(await asInjected(res), 502, 'upstream_unavailable');
+      }
+      proxy.setRule(null);
+      expect((await fetch(url, { headers: { 'payment-signature': await signPayment(stack, 3, url) } })).status).toBe(200);
+    } finally {
+      await close();
+    }
+  });
+
+  it('do not count as refused when the facilitator refused a copy whose payment another copy had just settled', async () => {
+    const { stack, proxy, close } = await behindProxy();
+    try {
+      const url = `${stack.url}/api/quick-check`;
+      for (let round = 0; round < 2; round++) {
+        const sig = await signPayment(stack, 3, url);
+        // The first copy's verify answer is held until the second copy (which found nothing
+        // stored yet) asks for its own; that one reaches the facilitator only once the first
+        // copy was answered (its payment settled): the facilitator then refuses it as used, and
+        // the report it bought is delivered to it.
+        let verifies = 0;
+        let firstAnswered!: () => void;
+        const answered = new Promise<void>((resolve) => (firstAnswered = resolve));
+        let secondArrived!: () => void;
+        const arrived = new Promise<void>((resolve) => (secondArrived = resolve));
+        const rule: ProxyRule = async (req, forward) => {
+          if (req.url !== '/verify') return forward();
+          if (++verifies === 1) {
+            const res = await forward();
+            await arrived;
+            return res;
+          }
+          secondArrived();
+          await answered;
+          return forward();
+        };
+        proxy.setRule(rule);
+        const send = () => fetch(url, { headers: { 'payment-signature': sig } });
+        const first = send().then((r) => (firstAnswered(), r));
+        const second = send();
+        const [a, b] = await Promise.all([first, second]);
+        proxy.setRule(null);
+        expect(verifies).toBe(2);
+        expect([a.status, b.status]).toEqual([200, 200]);
+      }
+      // Two payments delivered that way are no refusals: a new payment is still taken.
+      expect((await fetch(url, { headers: { 'payment-signature': await signPayment(stack, 3, url) } })).status).toBe(200);
+    } finally {
+      await close();
+    }
   });
 });

@@ -160,14 +160,17 @@ export class PaidReports {
     // stored and settled this authorization while this one was at the facilitator, which then
     // refuses it as used, or does not answer in time. That payment bought this report: deliver
     // it, never ask for another payment or say that nothing was charged.
-    const meanwhile = async () => {
+    // Whether it delivered is a boolean, not the reply: a FastifyReply is a thenable that
+    // resolves to undefined once sent, so awaiting one never tells that anything was sent.
+    const meanwhile = async (): Promise<boolean> => {
       const row = await this.guardStorage(() => this.store.byAuth(payment.authId));
-      return row && this.resumePurchase(request, reply, row, purchase);
+      if (!row) return false;
+      await this.resumePurchase(request, reply, row, purchase);
+      return true;
     };
     /** This request failed after its payment was sent: a copy's report, else the failure (see sameSignatureAgain). */
     const failedAfterPayment = async (err: unknown): Promise<FastifyReply> => {
-      const delivered = await meanwhile();
-      if (delivered) return delivered;
+      if (await meanwhile()) return reply;
       throw sameSignatureAgain(err);
     };
     // Every payment sent on costs a facilitator call: a source whose payments keep being refused
@@ -183,10 +186,9 @@ export class PaidReports {
       return failedAfterPayment(err);
     }
     if (gate.kind === 'respond') {
-      const delivered = await meanwhile();
-      if (delivered) {
+      if (await meanwhile()) {
         await unrefused();
-        return delivered;
+        return reply;
       }
       return this.sendGate(def, gate, true);
     }
