@@ -56,6 +56,19 @@ describe('replaying one payment authorization', () => {
     const elsewhere = await fetch(`${s.url}/api/quick-check`, { headers: { 'payment-signature': sig } });
     expectProblem(await asInjected(elsewhere), 409, 'payment_conflict');
 
+    // ... and with its nonce (or payer) written in capitals: the same authorization, known as such
+    // before the facilitator is asked (it is one authorization on chain, whatever the hex case).
+    const payment = JSON.parse(Buffer.from(sig, 'base64').toString('utf8')) as { payload: { authorization: { from: string; nonce: string } } };
+    const auth = payment.payload.authorization;
+    const verifies = s.devnet.facilitator.calls.verify;
+    for (const changed of [{ nonce: `0x${auth.nonce.slice(2).toUpperCase()}` }, { from: `0x${auth.from.slice(2).toUpperCase()}` }]) {
+      const recased = Buffer.from(JSON.stringify({ ...payment, payload: { ...payment.payload, authorization: { ...auth, ...changed } } })).toString('base64');
+      const res = await post('/api/verify-payment', body, { 'payment-signature': recased });
+      const problem = expectProblem(await asInjected(res), 409, 'payment_conflict');
+      expect(problem.detail).toMatch(/reuses this authorization nonce/);
+    }
+    expect(s.devnet.facilitator.calls.verify).toBe(verifies);
+
     expect(await s.balanceOf(s.payTo)).toBe(payee0 + PROOF_PRICE);
     expect(await s.balanceOf(payer)).toBe(payer0 - PROOF_PRICE);
     expect(s.devnet.facilitator.calls.settle).toBe(settleCalls);
