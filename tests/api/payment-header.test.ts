@@ -2,7 +2,8 @@
 // payment the facilitator refuses is (DESIGN.md: "invalid: 402 with the reason"): 402
 // payment_invalid that says what is wrong, with a fresh challenge to pay from, before any
 // facilitator verify, never a 500 and never a charge.
-import { afterAll, beforeAll, expect, it } from 'vitest';
+import Fastify from 'fastify';
+import { afterAll, beforeAll, expect, it, vi } from 'vitest';
 import { createTestApp, type TestApp } from '../helpers/app.js';
 import { expectProblem } from '../helpers/problems.js';
 import { standInFacilitator } from '../helpers/stand-in-facilitator.js';
@@ -112,5 +113,49 @@ it('a key quoted in the reason is redacted whole, wherever the reason is cut', a
     const problem = expectProblem(res, 402, 'payment_invalid');
     expect(problem.detail).not.toMatch(/Zq9x/);
     expect(res.body).not.toMatch(/Zq9x/);
+  }
+});
+
+it('the challenge after a payment the facilitator refused is the plain one for unpaid requests', async () => {
+  const [fresh, plain] = [await paidApp(), await paidApp()];
+  try {
+    // The first challenge this instance builds is for a payment that reaches the facilitator and
+    // is refused: that challenge names the refusal, which is no unpaid caller's business.
+    const challenge = String((await plain.app.inject({ method: 'GET', url: '/api/quick-check' })).headers['payment-required']);
+    const required = JSON.parse(Buffer.from(challenge, 'base64').toString('utf8')) as { accepts: unknown[]; resource: unknown };
+    const payment = v2(`,"accepted":${JSON.stringify(required.accepts[0])},"resource":${JSON.stringify(required.resource)}`);
+    const verifies = facilitator.verifies();
+    const refused = await fresh.app.inject({ method: 'GET', url: '/api/quick-check', headers: { 'payment-signature': payment } });
+    expectProblem(refused, 402, 'payment_invalid');
+    expect(facilitator.verifies()).toBe(verifies + 1);
+    const unpaid = await fresh.app.inject({ method: 'GET', url: '/api/quick-check' });
+    expectProblem(unpaid, 402, 'payment_required');
+    expect(refused.headers['payment-required']).not.toBe(challenge);
+    expect(unpaid.headers['payment-required']).toBe(challenge);
+  } finally {
+    await fresh.close();
+    await plain.close();
+  }
+});
+
+it('a facilitator that could not say what it supports is asked again on the next request', async () => {
+  // A facilitator whose /supported fails once (a restart, a gateway's 503), then answers.
+  const f = Fastify();
+  let asked = 0;
+  f.get('/supported', async (_request, reply) => {
+    if (asked++ === 0) return reply.status(503).send({ error: 'starting' });
+    return { kinds: [{ x402Version: 2, scheme: 'exact', network: 'eip155:8453' }], extensions: [], signers: {} };
+  });
+  const url = await f.listen({ host: '127.0.0.1', port: 0 });
+  const app = await createTestApp({ config: { facilitatorUrl: url, payTo: PAY_TO } });
+  const sdkComplaint = vi.spyOn(console, 'warn').mockImplementation(() => {}); // the SDK says so on stderr
+  try {
+    expectProblem(await app.app.inject({ method: 'GET', url: '/api/quick-check' }), 502, 'upstream_unavailable');
+    expectProblem(await app.app.inject({ method: 'GET', url: '/api/quick-check' }), 402, 'payment_required');
+    expect(asked).toBe(2);
+  } finally {
+    sdkComplaint.mockRestore();
+    await app.close();
+    await f.close();
   }
 });
