@@ -165,6 +165,17 @@ describe('per-source rate limits (in-process)', () => {
       expect(later.statusCode).toBe(429);
       // Ten minutes on, ten minutes less to wait (a second either way for rounding).
       expect(Math.abs(first - 600 - Number(later.headers['retry-after']))).toBeLessThanOrEqual(1);
+      // Through the window's last seconds: the wait is rounded up, never "retry after 0".
+      vi.setSystemTime(Date.now() + (first - 600) * 1000 - 2000);
+      const waits: string[] = [];
+      for (let res = await evaluate(t, me); res.statusCode === 429; res = await evaluate(t, me)) {
+        waits.push(String(res.headers['retry-after']));
+        vi.setSystemTime(Date.now() + 250);
+      }
+      expect(waits.length).toBeGreaterThan(4);
+      expect(waits[1]).toBe('2'); // 1.75 s left
+      expect(waits.at(-1)).toBe('1');
+      expect(waits).not.toContain('0');
     } finally {
       vi.useRealTimers();
     }
@@ -262,6 +273,15 @@ describe('rate limits switched off', () => {
       expect(codes.every((c) => c === 200)).toBe(true);
     } finally {
       await t.close();
+    }
+  });
+
+  it('also for the limits the service counts itself (refused payments, evidence, policy creations)', async () => {
+    const limiter = createRateLimiter(testConfig({ rateLimits: false, refusedPaymentLimit: 1, evidenceLimit: 1, policyCreateLimit: 1 }));
+    for (let i = 0; i < 3; i++) {
+      await limiter.reserve('refusedPayments', '198.51.100.51');
+      await limiter.consume('evidence', 'policy:sgp_x');
+      await limiter.consume('policyCreate', '198.51.100.51');
     }
   });
 });
