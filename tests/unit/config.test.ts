@@ -155,6 +155,13 @@ describe('parseConfig', () => {
     ['TRUST_PROXY', '10.0.0.0/33'],
     ['TRUST_PROXY', '10.0.0.0/0'],
     ['TRUST_PROXY', '10.0.0.0/255.0.255.0'],
+    // A netmask of no ones is /0: every address would be a trusted proxy.
+    ['TRUST_PROXY', '10.0.0.0/0.0.0.0'],
+    // More digits than ioredis's SELECT takes.
+    ['REDIS_URL', 'redis://127.0.0.1:6379/1234567890'],
+    // One half of a CDP key pair.
+    ['CDP_API_KEY_ID', 'organizations/x/apiKeys/y'],
+    ['CDP_API_KEY_SECRET', 'secret'],
     ['TRUST_PROXY', '300.1.1.1'],
     // An IPv4-mapped range under /96 matches no IPv4 client in proxy-addr (10.0.0.0/8 is /104).
     ['TRUST_PROXY', '::ffff:10.0.0.0/8'],
