@@ -268,6 +268,37 @@ describe('restoring through a recovery order', () => {
   });
 });
 
+describe('an order paid late in its recovery period', () => {
+  it('is restorable for a whole period from its payment, not only until it would have expired unpaid', async () => {
+    const payer = addressOf(0);
+    const charged = await ledger(payer);
+    const start = s.t.clock.now();
+    const ttlMs = s.t.config.recoveryTtlSeconds * 1000;
+    try {
+      const order = await createOrder('/api/quick-check', {});
+      // Paid the day before the order would have expired.
+      s.t.clock.advance(ttlMs - 86_400_000);
+      const paidAt = s.t.clock.now();
+      const { fetch: pay } = recordingPayingFetch(s, 0);
+      const ok = await pay(`${s.url}/api/quick-check`, { headers: { 'Report-Id': order.id, 'Recovery-Key': order.key } });
+      expect(ok.status).toBe(200);
+      await charged(1_000n);
+
+      // Past the order's first expiry, the report is still restored...
+      s.t.clock.set(new Date(start.getTime() + ttlMs + 60_000));
+      expect((await postJson('/api/orders/recover', { id: order.id, key: order.key })).status).toBe(200);
+      // ... until a whole period after its payment.
+      s.t.clock.set(new Date(paidAt.getTime() + ttlMs - 1));
+      expect((await postJson('/api/orders/recover', { id: order.id, key: order.key })).status).toBe(200);
+      s.t.clock.set(new Date(paidAt.getTime() + ttlMs));
+      expectProblem(await asInjected(await postJson('/api/orders/recover', { id: order.id, key: order.key })), 410, 'recovery_expired');
+    } finally {
+      s.t.clock.set(start);
+    }
+    await charged(1_000n);
+  });
+});
+
 describe('an order purged while it is being paid', () => {
   it('is not bound to the report (no renewed tombstone without its input): 410, which rolls the paid request back unsettled', async () => {
     const store = new OrderStore(s.t.database, s.t.config.recoveryTtlSeconds);
