@@ -469,6 +469,11 @@ describe('POST /api/spendpolicy/evaluate', () => {
       expect(res.statusCode, res.body).toBe(200);
     });
 
+    it.each(['utf8', 'UTF8', '"utf-8"'])('a body labelled charset=%s is read as UTF-8', async (charset) => {
+      const res = await postRaw(JSON.stringify(validBody()), `application/json; charset=${charset}`);
+      expect(res.statusCode, res.body).toBe(200);
+    });
+
     it.each(['iso-8859-1', 'utf-16', 'latin1', '"windows-1252"', 'utf-8; charset=utf-16', 'latin1; charset=utf-8'])('a body labelled charset=%s is a 415', async (charset) => {
       expectProblem(await postRaw(JSON.stringify(validBody()), `application/json; charset=${charset}`), 415, 'unsupported_media_type');
     });

@@ -2,7 +2,7 @@ import { connect, type Socket } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loggerOptions } from '../../src/app.js';
 import { testConfig } from '../../src/config.js';
-import { HTTP_OPTIONS } from '../../src/platform/http.js';
+import { HTTP_OPTIONS, toAppError } from '../../src/platform/http.js';
 import { createTestApp, createTestAppWith, type TestApp } from '../helpers/app.js';
 import { createBody, createPolicy, POLICIES } from '../helpers/policies.js';
 
@@ -395,5 +395,14 @@ describe('pipelined requests in progress when a shutdown begins', () => {
       [200, '1', 'keep-alive'],
       [200, '2', 'close'],
     ]);
+  });
+});
+
+describe('errors raised inside the service', () => {
+  it('a Fastify error with status 500 (a reply that could not be serialized, say) is a 500, not the caller\'s mistake', () => {
+    const serialization = Object.assign(new Error('"id" is required!'), { statusCode: 500, code: 'FST_ERR_FAILED_ERROR_SERIALIZATION' });
+    expect(toAppError(serialization)).toMatchObject({ status: 500, code: 'internal_error' });
+    const clientSide = Object.assign(new Error('Body cannot be empty'), { statusCode: 400, code: 'FST_ERR_SOMETHING' });
+    expect(toAppError(clientSide)).toMatchObject({ status: 400, code: 'invalid_request' });
   });
 });
