@@ -7,7 +7,7 @@ import { purgeExpired } from '../../src/features/maintenance.js';
 import { OrderStore } from '../../src/features/orders/store.js';
 import { PAID_REPORTS } from '../../src/platform/prices.js';
 import { expectInvalid, expectProblem } from '../helpers/problems.js';
-import { asInjected, recordingPayingFetch, signPayment, startPaidStack, type PaidStack } from '../helpers/paid.js';
+import { asInjected, eventually, recordingPayingFetch, signPayment, startHoldingStack, startPaidStack, type PaidStack } from '../helpers/paid.js';
 
 let s: PaidStack;
 beforeAll(async () => {
@@ -195,6 +195,34 @@ describe('restoring through a recovery order', () => {
     expect(restored.status, await restored.clone().text()).toBe(200);
     expect(await restored.json()).toEqual({ report, receipt });
     await charged(PROOF_PRICE);
+  });
+
+  it('while such a payment is pending, the 202s name the order the caller sent, not the one its other copy was given', async () => {
+    const hold = await startHoldingStack(s);
+    try {
+      const url = `${hold.stack.url}/api/quick-check`;
+      const res = await fetch(`${hold.stack.url}/api/orders`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ path: '/api/quick-check', input: {} }) });
+      const order = (await res.json()) as { id: string; key: string };
+      const sig = await signPayment(hold.stack, 9, url);
+      const bare = await fetch(url, { headers: { 'payment-signature': sig } });
+      expect(bare.status, await bare.clone().text()).toBe(202);
+      const other = (await bare.json()) as { orderId: string };
+      expect(other.orderId).not.toBe(order.id);
+
+      const withOrder = await fetch(url, { headers: { 'payment-signature': sig, 'Report-Id': order.id, 'Recovery-Key': order.key } });
+      expect(withOrder.status, await withOrder.clone().text()).toBe(202);
+      expect(await withOrder.json()).toMatchObject({ status: 'pending', orderId: order.id });
+      const recover = () => fetch(`${hold.stack.url}/api/orders/recover`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ id: order.id, key: order.key }) });
+      const pending = await recover();
+      expect(pending.status).toBe(202);
+      expect(await pending.json()).toMatchObject({ status: 'pending', orderId: order.id });
+
+      // Once the transfer lands, the caller's order restores the report.
+      await hold.held[0]!();
+      await eventually(async () => (await recover()).status === 200, 'the report restored through the order');
+    } finally {
+      await hold.close();
+    }
   });
 
   it('409 for a paid request whose Report-Id was made for another input or report; nothing asked, nothing charged', async () => {
