@@ -1,7 +1,7 @@
 // Recovery orders end to end (create before paying, pay with Report-Id/Recovery-Key through the
 // official client, restore), CORS for browser clients of the paid routes, and the rule that a 402
 // challenge never charges.
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { randomBytes } from 'node:crypto';
 import { purgeExpired } from '../../src/features/maintenance.js';
 import { OrderStore } from '../../src/features/orders/store.js';
@@ -222,6 +222,29 @@ describe('restoring through a recovery order', () => {
       await eventually(async () => (await recover()).status === 200, 'the report restored through the order');
     } finally {
       await hold.close();
+    }
+  });
+
+  it('such a payment still delivers its report when the order it names is purged just before it is bound', async () => {
+    const url = `${s.url}/api/quick-check`;
+    const order = await createOrder('/api/quick-check', {});
+    const sig = await signPayment(s, 1, url);
+    const bare = await fetch(url, { headers: { 'payment-signature': sig } });
+    expect(bare.status, await bare.clone().text()).toBe(200);
+    const report = await bare.json();
+    // The order was open when the request read it; its period ends and the purge runs before the bind.
+    const original = OrderStore.prototype.bind;
+    const bind = vi.spyOn(OrderStore.prototype, 'bind').mockImplementationOnce(async function (this: OrderStore, ...args) {
+      await s.t.database.db.updateTable('orders').set({ input: '', input_digest: '', report_id: null }).where('id', '=', order.id).execute();
+      return original.call(this, ...args);
+    });
+    try {
+      const withOrder = await fetch(url, { headers: { 'payment-signature': sig, 'Report-Id': order.id, 'Recovery-Key': order.key } });
+      expect(withOrder.status, await withOrder.clone().text()).toBe(200);
+      expect(await withOrder.json()).toEqual(report);
+      expect(bind).toHaveBeenCalledTimes(1);
+    } finally {
+      bind.mockRestore();
     }
   });
 
