@@ -3,10 +3,10 @@
 // shared the group commit's batch with them are decided. PostgreSQL only (SQLite has no row locks).
 import pg from 'pg';
 import { describe, expect, it } from 'vitest';
-import { createTestApp, json } from '../helpers/app.js';
+import { createTestApp, json, type TestApp } from '../helpers/app.js';
 import { sharedDatabase, testDialect } from '../helpers/db.js';
 import { expectProblem } from '../helpers/problems.js';
-import { createPolicy, decideRaw, listDecisions, rid } from '../helpers/policies.js';
+import { createPolicy, decideRaw, listDecisions, rid, type Created } from '../helpers/policies.js';
 
 /** GroupCommitter's lane of a policy (two lanes): policies of one lane share its batches. */
 const laneOf = (id: string) => {
@@ -15,17 +15,49 @@ const laneOf = (id: string) => {
   return h % 2;
 };
 
+/**
+ * Runs `body` with an app whose lock timeout is 1 s (`s`), a PostgreSQL session of its own that
+ * can hold policy rows (`holder`, which the test begins), and `inLane`, a new policy that shares
+ * the lane (and so the batches) of another.
+ */
+async function withHolder(body: (s: TestApp, holder: pg.Client, inLane: (of: Created) => Promise<Created>) => Promise<void>) {
+  const t = await createTestApp();
+  const quick = await sharedDatabase(t.database, { pgLockTimeoutMs: 1_000 });
+  const s = await createTestApp({ database: quick });
+  const holder = new pg.Client({ connectionString: t.database.url, options: `-c search_path=${t.database.pgSchema}` });
+  await holder.connect();
+  const inLane = async (of: Created) => {
+    let p = await createPolicy(s);
+    while (laneOf(p.policyId) !== laneOf(of.policyId)) p = await createPolicy(s);
+    return p;
+  };
+  try {
+    await body(s, holder, inLane);
+  } finally {
+    await holder.query('rollback').catch(() => {});
+    await holder.end();
+    await s.close();
+    await quick.close();
+    await t.close();
+  }
+}
+
+/** Sends a request of `held` then, 100 ms later, one of `free`: `free`'s must be answered first. */
+async function answeredBefore(s: TestApp, free: Created, held: Created) {
+  const order: string[] = [];
+  const heldAgain = decideRaw(s, held, { amount: '1' }).then((r) => (order.push('held'), r));
+  await new Promise((resolve) => setTimeout(resolve, 100));
+  const freeAgain = decideRaw(s, free, { amount: '1' }).then((r) => (order.push('free'), r));
+  expect((await freeAgain).statusCode).toBe(200);
+  expectProblem(await heldAgain, 503, 'storage_unavailable');
+  expect(order).toEqual(['free', 'held']);
+}
+
 describe.skipIf(testDialect !== 'postgres')('a policy row locked outside the service', () => {
   it('fails its own decisions with 503, not those of another policy in the same batch, and then stops holding them up', async () => {
-    const t = await createTestApp();
-    const quick = await sharedDatabase(t.database, { pgLockTimeoutMs: 1_000 });
-    const s = await createTestApp({ database: quick });
-    const holder = new pg.Client({ connectionString: t.database.url, options: `-c search_path=${t.database.pgSchema}` });
-    await holder.connect();
-    try {
+    await withHolder(async (s, holder, inLane) => {
       const p = await createPolicy(s);
-      let q = await createPolicy(s);
-      while (laneOf(q.policyId) !== laneOf(p.policyId)) q = await createPolicy(s);
+      const q = await inLane(p);
       await holder.query('begin');
       await holder.query('select id from policies where id = $1 for update', [p.policyId]);
 
@@ -43,25 +75,13 @@ describe.skipIf(testDialect !== 'postgres')('a policy row locked outside the ser
 
       // While p stays held, its next request waits out the lock timeout in a lane of its own:
       // q's request, sent after it, is answered first.
-      const order: string[] = [];
-      const pAgain = decideRaw(s, p, { amount: '1' }).then((r) => (order.push('p'), r));
-      await new Promise((resolve) => setTimeout(resolve, 100));
-      const qAgain = decideRaw(s, q, { amount: '1' }).then((r) => (order.push('q'), r));
-      expect((await qAgain).statusCode).toBe(200);
-      expectProblem(await pAgain, 503, 'storage_unavailable');
-      expect(order).toEqual(['q', 'p']);
+      await answeredBefore(s, q, p);
 
       // The same for a policy whose request failed alone in its batch.
-      let r = await createPolicy(s);
-      while (laneOf(r.policyId) !== laneOf(q.policyId)) r = await createPolicy(s);
+      const r = await inLane(q);
       await holder.query('select id from policies where id = $1 for update', [r.policyId]);
       expectProblem(await decideRaw(s, r, { amount: '1' }), 503, 'storage_unavailable');
-      order.length = 0;
-      const rAgain = decideRaw(s, r, { amount: '1' }).then((res) => (order.push('r'), res));
-      await new Promise((resolve) => setTimeout(resolve, 100));
-      expect((await decideRaw(s, q, { amount: '1' }).then((res) => (order.push('q'), res))).statusCode).toBe(200);
-      expectProblem(await rAgain, 503, 'storage_unavailable');
-      expect(order).toEqual(['q', 'r']);
+      await answeredBefore(s, q, r);
 
       await holder.query('rollback');
       // Nothing was lost or made twice: q's request replays its one decision, p's retry is decided now.
@@ -71,26 +91,14 @@ describe.skipIf(testDialect !== 'postgres')('a policy row locked outside the ser
       expect(retried.statusCode, retried.body).toBe(200);
       expect(json(await listDecisions(s, p.policyId, p.adminKey)).items).toHaveLength(1);
       expect(json(await listDecisions(s, q.policyId, q.adminKey)).items).toHaveLength(3);
-    } finally {
-      await holder.query('rollback').catch(() => {});
-      await holder.end();
-      await s.close();
-      await quick.close();
-      await t.close();
-    }
+    });
   });
+
   it('sends a policy first found held in a batch shared with another to a lane of its own too', async () => {
-    const t = await createTestApp();
-    const quick = await sharedDatabase(t.database, { pgLockTimeoutMs: 1_000 });
-    const s = await createTestApp({ database: quick });
-    const holder = new pg.Client({ connectionString: t.database.url, options: `-c search_path=${t.database.pgSchema}` });
-    await holder.connect();
-    try {
+    await withHolder(async (s, holder, inLane) => {
       const o = await createPolicy(s);
-      let p = await createPolicy(s);
-      while (laneOf(p.policyId) !== laneOf(o.policyId)) p = await createPolicy(s);
-      let q = await createPolicy(s);
-      while (laneOf(q.policyId) !== laneOf(o.policyId)) q = await createPolicy(s);
+      const p = await inLane(o);
+      const q = await inLane(o);
       await holder.query('begin');
       await holder.query('select id from policies where id = any($1) for update', [[o.policyId, p.policyId]]);
 
@@ -104,19 +112,7 @@ describe.skipIf(testDialect !== 'postgres')('a policy row locked outside the ser
       expect(rq.statusCode, rq.body).toBe(200);
 
       // p's next request waits out the lock timeout apart: q's, sent after it, is answered first.
-      const order: string[] = [];
-      const pAgain = decideRaw(s, p, { amount: '1' }).then((r) => (order.push('p'), r));
-      await new Promise((resolve) => setTimeout(resolve, 100));
-      const qAgain = decideRaw(s, q, { amount: '1' }).then((r) => (order.push('q'), r));
-      expect((await qAgain).statusCode).toBe(200);
-      expectProblem(await pAgain, 503, 'storage_unavailable');
-      expect(order).toEqual(['q', 'p']);
-    } finally {
-      await holder.query('rollback').catch(() => {});
-      await holder.end();
-      await s.close();
-      await quick.close();
-      await t.close();
-    }
+      await answeredBefore(s, q, p);
+    });
   });
 });
