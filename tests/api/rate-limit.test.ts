@@ -293,11 +293,10 @@ describe('rate limits switched off', () => {
  */
 function twoInstancesOnRedis(config: Partial<Config>) {
   const keyPrefix = `pw-test:${randomBytes(8).toString('hex')}`;
-  const pair = {} as { a: TestApp; b: TestApp; redis: Redis; keyPrefix: string };
+  const pair = { keyPrefix } as { a: TestApp; b: TestApp; redis: Redis; keyPrefix: string };
   let redisB: Redis | undefined;
   let database: TestDatabase | undefined;
   beforeAll(async () => {
-    pair.keyPrefix = keyPrefix;
     pair.redis = new Redis(process.env.REDIS_URL!, { lazyConnect: true, maxRetriesPerRequest: 1 });
     redisB = new Redis(process.env.REDIS_URL!, { lazyConnect: true, maxRetriesPerRequest: 1 });
     await Promise.all([pair.redis.connect(), redisB.connect()]);

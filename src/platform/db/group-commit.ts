@@ -215,9 +215,11 @@ export class GroupCommitter {
     try {
       outcomes = await this.attempt(batch);
     } catch (err) {
-      const ids = lockIdsOf(batch);
-      if (isLockTimeout(err) && ids.length > 1) return this.withoutLockedPolicies(batch, err);
-      if (isLockTimeout(err)) this.markHeld(ids);
+      if (isLockTimeout(err)) {
+        const ids = lockIdsOf(batch);
+        if (ids.length > 1) return this.withoutLockedPolicies(batch, err);
+        this.markHeld(ids);
+      }
       for (const job of batch) job.reject(err);
       return;
     }
